@@ -1,0 +1,5 @@
+import sys
+
+from .lifecycle import main
+
+sys.exit(main())

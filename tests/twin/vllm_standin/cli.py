@@ -1,0 +1,189 @@
+"""``vllm`` command of the stand-in image: parses real ``vllm serve`` arguments, refuses what 310P refuses.
+
+The checks run in the order the real image meets them: argument parsing, the driver libraries that torch_npu
+loads at import, the devices, the model folder, then the engine arguments that vLLM-Ascend rejects on 310P.
+Each refusal prints a vLLM-like error line and exits 1.
+Knobs that exist only in the twin are environment variables starting with ``VLLM_TWIN_``.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+
+from . import VERSION
+
+BANNER = ("ascend-vllm-fleet twin: stand-in for vLLM-Ascend %s on Atlas 300I Duo. This is a simulator, "
+          "not vLLM: no NPU is used and answers are synthetic." % VERSION)
+# What 310P3 can run (vLLM-Ascend 310P docs): eager fp16 only; graph mode needs CANN >= 9.0.
+SUPPORTED_DTYPES = ("float16", "half")
+DRIVER_LIBRARY = "libascend_hal.so"
+
+
+class Refusal(Exception):
+    """An error the real image would end with; ``str`` is its last log line."""
+
+
+def twin_root():
+    return os.environ.get("VLLM_TWIN_ROOT", "/")
+
+
+def host_path(path):
+    return os.path.join(twin_root(), path.lstrip("/"))
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="vllm", description="vLLM CLI (twin stand-in)")
+    parser.add_argument("-v", "--version", action="version", version=VERSION)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", prog="vllm serve", help="Start the vLLM OpenAI-compatible API server")
+    serve.add_argument("model_tag", nargs="?", help="model path or name")
+    serve.add_argument("--model")
+    serve.add_argument("--host", default="0.0.0.0")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--served-model-name", nargs="+")
+    serve.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY"))
+    serve.add_argument("--dtype", default="auto",
+                       choices=["auto", "half", "float16", "bfloat16", "float", "float32"])
+    serve.add_argument("--max-model-len", type=_human_int)
+    serve.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    serve.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    serve.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    serve.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    serve.add_argument("--enforce-eager", action="store_true")
+    serve.add_argument("--max-num-seqs", type=int, default=256)
+    serve.add_argument("--max-num-batched-tokens", type=_human_int, default=2048)
+    serve.add_argument("--mm-processor-kwargs", type=json.loads)
+    serve.add_argument("--limit-mm-per-prompt", type=json.loads)
+    serve.add_argument("--trust-remote-code", action="store_true")
+    serve.add_argument("--seed", type=int)
+    serve.add_argument("--block-size", type=int)
+    serve.add_argument("--swap-space", type=float)
+    serve.add_argument("--kv-cache-dtype", default="auto")
+    serve.add_argument("--quantization", "-q")
+    serve.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction)
+    serve.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction)
+    serve.add_argument("--chat-template")
+    serve.add_argument("--generation-config", default="auto")
+    serve.add_argument("--allowed-local-media-path")
+    serve.add_argument("--additional-config", type=json.loads)
+    serve.add_argument("--compilation-config", "-O", type=json.loads)
+    serve.add_argument("--uvicorn-log-level", default="info")
+    serve.add_argument("--disable-log-requests", action="store_true")
+    serve.add_argument("--disable-log-stats", action="store_true")
+    serve.add_argument("--max-log-len", type=int)
+    return parser
+
+
+def _human_int(text):
+    """vLLM accepts 8192, 8k and 8K for lengths."""
+    scale = {"k": 1000, "K": 1024, "m": 1000000, "M": 1048576}
+    if text and text[-1] in scale:
+        return int(float(text[:-1]) * scale[text[-1]])
+    return int(text)
+
+
+def visible_devices():
+    """The NPUs the process may use: mapped /dev/davinciN, narrowed by ASCEND_RT_VISIBLE_DEVICES."""
+    nodes = sorted(glob.glob(host_path("/dev/davinci[0-9]*")))
+    visible = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
+    if visible:
+        # Logical ids, re-indexed from 0 inside the container.
+        wanted = [int(item) for item in visible.split(",") if item.strip()]
+        nodes = [nodes[index] for index in wanted if index < len(nodes)]
+    return nodes
+
+
+def check_driver():
+    lib64 = host_path("/usr/local/Ascend/driver/lib64")
+    if not os.path.isdir(lib64):
+        raise Refusal("ImportError: %s: cannot open shared object file: No such file or directory "
+                      "(mount the host's /usr/local/Ascend/driver/lib64 into the container)" % DRIVER_LIBRARY)
+    for path in ("/usr/local/Ascend/driver/version.info", "/usr/local/dcmi", "/usr/local/bin/npu-smi"):
+        if not os.path.exists(host_path(path)):
+            raise Refusal("RuntimeError: Ascend driver file %s not found in the container "
+                          "(mount it from the host as the vLLM-Ascend docs show)" % path)
+    for device in ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"):
+        if not os.path.exists(host_path(device)):
+            raise Refusal("RuntimeError: device %s not found: pass --device %s to docker run" % (device, device))
+
+
+def check_npu_smi():
+    """The driver refuses to initialise for the same reasons npu-smi fails (device busy, reboot needed)."""
+    result = subprocess.run([host_path("/usr/local/bin/npu-smi"), "info"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, universal_newlines=True)
+    if result.returncode != 0:
+        last = (result.stdout.strip().splitlines() or ["npu-smi exited %d" % result.returncode])[-1]
+        raise Refusal("RuntimeError: NPU initialisation failed: %s" % last)
+
+
+def load_model_config(path):
+    if not os.path.isdir(path):
+        raise Refusal("ValueError: Invalid repository ID or local directory specified: '%s'. "
+                      "Please verify the model path is correct." % path)
+    config_file = os.path.join(path, "config.json")
+    if not os.path.isfile(config_file):
+        raise Refusal("ValueError: No supported config format found in %s (config.json is missing)" % path)
+    try:
+        with open(config_file) as handle:
+            config = json.load(handle)
+    except ValueError as error:
+        raise Refusal("ValueError: %s is not valid JSON: %s" % (config_file, error))
+    index_file = os.path.join(path, "model.safetensors.index.json")
+    if os.path.isfile(index_file):
+        with open(index_file) as handle:
+            shards = sorted(set(json.load(handle).get("weight_map", {}).values()))
+        for shard in shards:
+            if not os.path.isfile(os.path.join(path, shard)):
+                raise Refusal("FileNotFoundError: No such file or directory: '%s'" % os.path.join(path, shard))
+    return config
+
+
+def model_dtype(config):
+    dtype = config.get("torch_dtype") or config.get("text_config", {}).get("torch_dtype") or "bfloat16"
+    return dtype
+
+
+def check_engine_args(args, config):
+    dtype = args.dtype
+    if dtype == "auto":
+        dtype = model_dtype(config)
+    if dtype not in SUPPORTED_DTYPES:
+        raise Refusal("ValueError: Ascend 310P does not support dtype %s (the model's config says %s); "
+                      "only float16 is supported: pass --dtype float16"
+                      % (dtype, model_dtype(config)))
+    if args.max_model_len is None:
+        raise Refusal("ValueError: --max-model-len must be set on Ascend 310P: the attention mask is built as a "
+                      "max_model_len x max_model_len float16 tensor and the model's default length does not fit "
+                      "in NPU memory (the documented setting is --max-model-len 8192)")
+    if not 0 < args.gpu_memory_utilization <= 1:
+        raise Refusal("ValueError: GPU memory utilization must be within (0, 1]. Got %s."
+                      % args.gpu_memory_utilization)
+    needed = args.tensor_parallel_size * args.pipeline_parallel_size * args.data_parallel_size
+    devices = visible_devices()
+    if needed > len(devices):
+        raise Refusal("RuntimeError: tensor_parallel_size=%d x pipeline_parallel_size=%d needs %d NPUs but only "
+                      "%d are visible in the container (%s)" % (
+                          args.tensor_parallel_size, args.pipeline_parallel_size, needed, len(devices),
+                          ", ".join(os.path.basename(d) for d in devices) or "no /dev/davinciN mapped"))
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    model_path = args.model or args.model_tag
+    if not model_path:
+        build_parser().error("the following arguments are required: model_tag")
+    print(BANNER, flush=True)
+    print("INFO vllm serve %s with %s" % (model_path, json.dumps(
+        {k: v for k, v in vars(args).items() if k != "api_key"}, sort_keys=True)), flush=True)
+    try:
+        check_driver()
+        check_npu_smi()
+        config = load_model_config(model_path)
+        check_engine_args(args, config)
+    except Refusal as refusal:
+        print("ERROR %s" % refusal, file=sys.stderr, flush=True)
+        return 1
+    from . import server
+    return server.serve(args, model_path, config)

@@ -1,0 +1,358 @@
+"""The stand-in's OpenAI-compatible API, answering with the timings of ``engine.Scheduler`` in real time.
+
+Twin knobs (environment):
+- ``VLLM_TWIN_SPEED``: how many times faster than a real 310P pair to run (default 1: real time);
+- ``VLLM_TWIN_LOAD_S``: model load time in real-hardware seconds before the port opens (default 90);
+- ``VLLM_TWIN_REQUEST_LOG``: JSON Lines file with one line per finished request, the server's own timings
+  (default ``/root/.cache/vllm-twin/requests-<port>.jsonl``, which the seed's cache mount puts on the host).
+"""
+import base64
+import binascii
+import hashlib
+import http.server
+import json
+import os
+import queue
+import socketserver
+import threading
+import time
+import urllib.request
+import uuid
+
+from . import VERSION
+from .engine import LatencyModel, Scheduler, Sequence
+from .images import ImageError, image_size, image_tokens
+
+# Text tokens the Qwen3-VL chat template adds around one user turn (role markers, newlines).
+TEMPLATE_TOKENS = 11
+# A natural answer describing an image runs to a few hundred tokens; with ignore_eos the cap is reached.
+NATURAL_ANSWER_TOKENS = (180, 320)
+ANSWER_TEXT = ("这张图片展示了一个户外场景，画面中央有一条小路，两侧是绿色的树木和草地，"
+               "远处可以看到蓝天和几朵白云，光线明亮，整体色调自然，给人一种宁静的感觉。")
+
+
+class ApiError(Exception):
+    def __init__(self, status, message, kind="BadRequestError"):
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+class Engine:
+    """Runs the scheduler in real time on a thread; requests wait on their own token queues."""
+
+    def __init__(self, model, speed):
+        self.scheduler = Scheduler(model)
+        self.speed = speed
+        self.condition = threading.Condition()
+        self.alive = True
+        self.stats = {"running": 0, "waiting": 0, "prompt_tokens": 0, "generation_tokens": 0, "success": 0}
+        threading.Thread(target=self._loop, name="engine", daemon=True).start()
+
+    def submit(self, prompt_tokens, output_tokens):
+        events = queue.Queue()
+        with self.condition:
+            self.scheduler.add(Sequence(events, prompt_tokens, output_tokens))
+            self.condition.notify()
+        return events
+
+    def _loop(self):
+        while True:
+            with self.condition:
+                while not self.scheduler.has_work():
+                    self.condition.wait()
+                duration, decoding, chunks = self.scheduler.plan()
+                self.stats["running"] = len(self.scheduler.running)
+                self.stats["waiting"] = len(self.scheduler.waiting)
+            time.sleep(duration / self.speed)
+            with self.condition:
+                advanced, finished = self.scheduler.apply(decoding, chunks)
+                now = time.time()
+                self.stats["generation_tokens"] += len(advanced)
+                for seq in advanced:
+                    seq.key.put(("token", now, seq.emitted))
+                for seq in finished:
+                    self.stats["prompt_tokens"] += seq.prompt_tokens
+                    self.stats["success"] += 1
+                    seq.key.put(("done", now, seq.emitted))
+
+
+class State:
+    def __init__(self, args, model_path, config):
+        self.args = args
+        self.model_path = model_path
+        self.names = args.served_model_name or [model_path]
+        self.max_model_len = args.max_model_len
+        self.max_pixels = (args.mm_processor_kwargs or {}).get("max_pixels")
+        self.api_key = args.api_key
+        self.created = int(time.time())
+        self.engine = Engine(LatencyModel(max_num_seqs=args.max_num_seqs,
+                                          max_batched_tokens=args.max_num_batched_tokens),
+                             float(os.environ.get("VLLM_TWIN_SPEED", "1")))
+        self.log_path = os.environ.get(
+            "VLLM_TWIN_REQUEST_LOG", "/root/.cache/vllm-twin/requests-%d.jsonl" % args.port)
+        self.log_lock = threading.Lock()
+        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+
+    def log_request(self, record):
+        with self.log_lock, open(self.log_path, "a") as handle:
+            handle.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def count_prompt(state, body):
+    """Prompt tokens of a chat request: template, text (about 1.5 characters a token) and images."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "messages must be a non-empty list")
+    tokens = 0
+    for message in messages:
+        tokens += TEMPLATE_TOKENS
+        content = message.get("content") if isinstance(message, dict) else None
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(parts, list):
+            raise ApiError(400, "each message needs a content string or a list of parts")
+        for part in parts:
+            if part.get("type") == "text":
+                tokens += max(1, int(len(part.get("text", "")) / 1.5 + 0.5))
+            elif part.get("type") == "image_url":
+                width, height = image_dimensions(part.get("image_url", {}).get("url", ""))
+                tokens += image_tokens(width, height, state.max_pixels)
+            else:
+                raise ApiError(400, "unsupported content part type: %r" % part.get("type"))
+    return tokens
+
+
+def image_dimensions(url):
+    try:
+        if url.startswith("data:"):
+            data = base64.b64decode(url.split(",", 1)[1], validate=False)
+        else:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                data = response.read()
+        return image_size(data)
+    except (ImageError, binascii.Error, IndexError) as error:
+        raise ApiError(400, "cannot read image: %s" % error)
+    except OSError as error:
+        raise ApiError(400, "cannot fetch image %s: %s" % (url[:80], error))
+
+
+def answer_length(body, prompt_tokens, max_tokens):
+    if body.get("ignore_eos"):
+        return max_tokens
+    digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).digest()
+    low, high = NATURAL_ANSWER_TOKENS
+    return min(max_tokens, low + int.from_bytes(digest[:4], "big") % (high - low))
+
+
+def answer_piece(index):
+    return ANSWER_TEXT[index % len(ANSWER_TEXT)]
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+
+    def log_message(self, fmt, *args):  # vLLM logs requests at INFO; keep the container log short
+        pass
+
+    @property
+    def state(self):
+        return self.server.state
+
+    def send_json(self, status, payload):
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_error_json(self, error):
+        self.send_json(error.status, {"error": {"message": str(error), "type": error.kind,
+                                                "param": None, "code": error.status}})
+
+    def authorised(self):
+        if not self.state.api_key or not self.path.startswith("/v1"):
+            return True
+        if self.headers.get("Authorization") == "Bearer " + self.state.api_key:
+            return True
+        self.send_json(401, {"error": "Unauthorized"})
+        return False
+
+    def do_GET(self):
+        if not self.authorised():
+            return
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            self.send_response(200 if self.state.engine.alive else 503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif path == "/v1/models":
+            self.send_json(200, {"object": "list", "data": [
+                {"id": name, "object": "model", "created": self.state.created, "owned_by": "vllm",
+                 "root": self.state.model_path, "parent": None, "max_model_len": self.state.max_model_len}
+                for name in self.state.names]})
+        elif path == "/version":
+            self.send_json(200, {"version": VERSION, "simulator": True,
+                                 "note": "ascend-vllm-fleet twin stand-in, not vLLM"})
+        elif path == "/metrics":
+            self.send_metrics()
+        else:
+            self.send_json(404, {"detail": "Not Found"})
+
+    def send_metrics(self):
+        stats = self.state.engine.stats
+        label = '{model_name="%s"}' % self.state.names[0]
+        lines = [
+            "# TYPE vllm:num_requests_running gauge", "vllm:num_requests_running%s %d" % (label, stats["running"]),
+            "# TYPE vllm:num_requests_waiting gauge", "vllm:num_requests_waiting%s %d" % (label, stats["waiting"]),
+            "# TYPE vllm:prompt_tokens_total counter", "vllm:prompt_tokens_total%s %d" % (label, stats["prompt_tokens"]),
+            "# TYPE vllm:generation_tokens_total counter",
+            "vllm:generation_tokens_total%s %d" % (label, stats["generation_tokens"]),
+            "# TYPE vllm:request_success_total counter", "vllm:request_success_total%s %d" % (label, stats["success"]),
+        ]
+        data = ("\n".join(lines) + "\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        received = time.time()
+        if not self.authorised():
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.split("?", 1)[0] != "/v1/chat/completions":
+            self.send_json(404, {"detail": "Not Found"})
+            return
+        try:
+            body = json.loads(raw)
+            request = self.validate(body)
+        except ValueError as error:
+            if isinstance(error, ApiError):
+                self.send_error_json(error)
+            else:
+                self.send_error_json(ApiError(400, "request body is not valid JSON: %s" % error))
+            return
+        self.complete(body, request, received)
+
+    def validate(self, body):
+        if not isinstance(body, dict):
+            raise ApiError(400, "request body must be a JSON object")
+        model = body.get("model", self.state.names[0])
+        if model not in self.state.names:
+            raise ApiError(404, "The model `%s` does not exist." % model, "NotFoundError")
+        prompt_tokens = count_prompt(self.state, body)
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+        if max_tokens is None:
+            max_tokens = self.state.max_model_len - prompt_tokens
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ApiError(400, "max_tokens must be at least 1, got %r." % max_tokens)
+        if prompt_tokens + max_tokens > self.state.max_model_len:
+            raise ApiError(400, "This model's maximum context length is %d tokens. However, you requested %d "
+                                "tokens (%d in the messages, %d in the completion). Please reduce the length of "
+                                "the messages or completion." % (self.state.max_model_len,
+                                                                 prompt_tokens + max_tokens,
+                                                                 prompt_tokens, max_tokens))
+        return {"model": model, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
+                "output_tokens": answer_length(body, prompt_tokens, max_tokens)}
+
+    def complete(self, body, request, received):
+        events = self.state.engine.submit(request["prompt_tokens"], request["output_tokens"])
+        request_id = "chatcmpl-" + uuid.uuid4().hex
+        stream = bool(body.get("stream"))
+        record = {"id": request_id, "received_s": received, "prompt_tokens": request["prompt_tokens"],
+                  "max_tokens": request["max_tokens"], "stream": stream, "status": "ok"}
+        try:
+            if stream:
+                first, finished, emitted = self.stream(body, request, request_id, events)
+            else:
+                first, finished, emitted = self.reply(request, request_id, events)
+        except (BrokenPipeError, ConnectionResetError):
+            record["status"] = "client_disconnected"
+            first, finished, emitted = None, time.time(), None
+        record.update({"first_token_s": first, "finished_s": finished, "completion_tokens": emitted,
+                       "latency_s": finished - received})
+        self.state.log_request(record)
+
+    def wait_tokens(self, events):
+        while True:
+            kind, when, emitted = events.get()
+            yield kind, when, emitted
+            if kind == "done":
+                return
+
+    def usage(self, request, emitted):
+        return {"prompt_tokens": request["prompt_tokens"], "completion_tokens": emitted,
+                "total_tokens": request["prompt_tokens"] + emitted}
+
+    def finish_reason(self, request, emitted):
+        return "length" if emitted >= request["max_tokens"] else "stop"
+
+    def reply(self, request, request_id, events):
+        first = emitted = None
+        for kind, when, emitted in self.wait_tokens(events):
+            first = first or when
+        text = "".join(answer_piece(i) for i in range(emitted))
+        self.send_json(200, {
+            "id": request_id, "object": "chat.completion", "created": int(time.time()), "model": request["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": self.finish_reason(request, emitted)}],
+            "usage": self.usage(request, emitted)})
+        return first, time.time(), emitted
+
+    def stream(self, body, request, request_id, events):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        base = {"id": request_id, "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": request["model"]}
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+        def chunk(payload):
+            data = ("data: " + (payload if isinstance(payload, str)
+                                else json.dumps(payload, ensure_ascii=False)) + "\n\n").encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        chunk(dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                   "finish_reason": None}]))
+        first = emitted = None
+        for kind, when, emitted in self.wait_tokens(events):
+            first = first or time.time()
+            done = kind == "done"
+            chunk(dict(base, choices=[{"index": 0, "delta": {"content": answer_piece(emitted - 1)},
+                                       "finish_reason": self.finish_reason(request, emitted) if done else None}]))
+        if include_usage:
+            chunk(dict(base, choices=[], usage=self.usage(request, emitted)))
+        chunk("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+        return first, time.time(), emitted
+
+
+class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 512
+
+
+def serve(args, model_path, config):
+    speed = float(os.environ.get("VLLM_TWIN_SPEED", "1"))
+    load_s = float(os.environ.get("VLLM_TWIN_LOAD_S", "90"))
+    print("INFO Loading weights from %s (tensor parallel %d, dtype %s, max_model_len %d)"
+          % (model_path, args.tensor_parallel_size, args.dtype, args.max_model_len), flush=True)
+    time.sleep(load_s / speed)
+    server = ThreadingServer((args.host, args.port), Handler)
+    server.state = State(args, model_path, config)
+    print("INFO Starting vLLM API server on http://%s:%d (twin speed x%g)" % (args.host, args.port, speed),
+          flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
