@@ -22,3 +22,28 @@ def fixture_names():
     names = sorted(path.name for path in FIXTURES.glob("*.txt"))
     assert names, "no npu-smi samples found under %s (set ASCEND_FLEET_SHARED)" % FIXTURES
     return names
+
+
+def png_bytes(width, height):
+    """A valid RGB PNG of the given size (a gradient), made with the standard library only."""
+    import struct
+    import zlib
+
+    row_pattern = bytes((x * 255 // max(1, width - 1)) for x in range(width))
+    rows = b"".join(b"\x00" + bytes(v for value in row_pattern for v in (value, y % 256, 128))
+                    for y in range(height))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 1))
+            + chunk(b"IEND", b""))
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

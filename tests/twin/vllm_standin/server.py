@@ -69,12 +69,11 @@ class Engine:
                 advanced, finished = self.scheduler.apply(decoding, chunks)
                 now = time.time()
                 self.stats["generation_tokens"] += len(advanced)
-                for seq in advanced:
-                    seq.key.put(("token", now, seq.emitted))
                 for seq in finished:
                     self.stats["prompt_tokens"] += seq.prompt_tokens
                     self.stats["success"] += 1
-                    seq.key.put(("done", now, seq.emitted))
+                for seq in advanced:
+                    seq.key.put((now, seq.emitted, seq.emitted >= seq.output_tokens))
 
 
 class State:
@@ -99,7 +98,7 @@ class State:
             handle.write(json.dumps(record, sort_keys=True) + "\n")
 
 
-def count_prompt(state, body):
+def count_prompt(body, max_pixels=None):
     """Prompt tokens of a chat request: template, text (about 1.5 characters a token) and images."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -116,7 +115,7 @@ def count_prompt(state, body):
                 tokens += max(1, int(len(part.get("text", "")) / 1.5 + 0.5))
             elif part.get("type") == "image_url":
                 width, height = image_dimensions(part.get("image_url", {}).get("url", ""))
-                tokens += image_tokens(width, height, state.max_pixels)
+                tokens += image_tokens(width, height, max_pixels)
             else:
                 raise ApiError(400, "unsupported content part type: %r" % part.get("type"))
     return tokens
@@ -230,12 +229,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         try:
             body = json.loads(raw)
-            request = self.validate(body)
         except ValueError as error:
-            if isinstance(error, ApiError):
-                self.send_error_json(error)
-            else:
-                self.send_error_json(ApiError(400, "request body is not valid JSON: %s" % error))
+            self.send_error_json(ApiError(400, "request body is not valid JSON: %s" % error))
+            return
+        try:
+            request = self.validate(body)
+        except ApiError as error:
+            self.send_error_json(error)
             return
         self.complete(body, request, received)
 
@@ -245,7 +245,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         model = body.get("model", self.state.names[0])
         if model not in self.state.names:
             raise ApiError(404, "The model `%s` does not exist." % model, "NotFoundError")
-        prompt_tokens = count_prompt(self.state, body)
+        prompt_tokens = count_prompt(body, self.state.max_pixels)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         if max_tokens is None:
             max_tokens = self.state.max_model_len - prompt_tokens
@@ -279,10 +279,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.state.log_request(record)
 
     def wait_tokens(self, events):
+        """Yield (time, tokens so far, last) as the engine emits this request's tokens."""
         while True:
-            kind, when, emitted = events.get()
-            yield kind, when, emitted
-            if kind == "done":
+            event = events.get()
+            yield event
+            if event[2]:
                 return
 
     def usage(self, request, emitted):
@@ -294,7 +295,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def reply(self, request, request_id, events):
         first = emitted = None
-        for kind, when, emitted in self.wait_tokens(events):
+        for when, emitted, _ in self.wait_tokens(events):
             first = first or when
         text = "".join(answer_piece(i) for i in range(emitted))
         self.send_json(200, {
@@ -322,9 +323,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         chunk(dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
                                    "finish_reason": None}]))
         first = emitted = None
-        for kind, when, emitted in self.wait_tokens(events):
+        for _, emitted, done in self.wait_tokens(events):
             first = first or time.time()
-            done = kind == "done"
             chunk(dict(base, choices=[{"index": 0, "delta": {"content": answer_piece(emitted - 1)},
                                        "finish_reason": self.finish_reason(request, emitted) if done else None}]))
         if include_usage:
