@@ -12,7 +12,11 @@ FIXTURES = SHARED / "fixtures" / "npu-smi"
 
 def read_fixture(name):
     """A real npu-smi sample without its '# source:' line."""
-    text = (FIXTURES / name).read_text(encoding="utf-8")
+    path = FIXTURES / name
+    if not path.exists():
+        raise FileNotFoundError("npu-smi sample %s not found; the shared folder is expected beside the repository "
+                                "(or set ASCEND_FLEET_SHARED)" % path)
+    text = path.read_text(encoding="utf-8")
     assert text.startswith("# source:"), "%s: expected a '# source:' first line" % name
     return text.split("\n", 1)[1]
 
