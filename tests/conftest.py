@@ -1,13 +1,21 @@
 """Shared test helpers: where the repository and the real npu-smi samples are."""
 import os
 import pathlib
+import socket
+import struct
+import sys
+import zlib
 
+import ansible_runner
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # The real-machine samples and the seed live in the project's shared folder beside the repository.
 SHARED = pathlib.Path(os.environ.get("ASCEND_FLEET_SHARED", REPO.parent / "shared"))
 FIXTURES = SHARED / "fixtures" / "npu-smi"
+# Playbooks run with the tools of the Python running the tests, as `scripts/dev test` runs them.
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.executable)),
+                                      os.environ.get("PATH", "")])
 
 
 def read_fixture(name):
@@ -30,9 +38,6 @@ def fixture_names():
 
 def png_bytes(width, height):
     """A valid RGB PNG of the given size (a gradient), made with the standard library only."""
-    import struct
-    import zlib
-
     row_pattern = bytes((x * 255 // max(1, width - 1)) for x in range(width))
     rows = b"".join(b"\x00" + bytes(v for value in row_pattern for v in (value, y % 256, 128))
                     for y in range(height))
@@ -46,8 +51,45 @@ def png_bytes(width, height):
 
 
 def free_port():
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def venv_tool(name):
+    """A console script installed beside the running Python (ansible-playbook, ansible-doc, ...)."""
+    return str(pathlib.Path(sys.executable).parent / name)
+
+
+class PlaybookRun:
+    """What one ansible-playbook run reported: exit code, per-host stats and per-task results."""
+
+    def __init__(self, runner):
+        self.rc = runner.rc
+        self.stats = runner.stats or {}
+        self.events = list(runner.events)
+        self.stdout = runner.stdout.read()
+
+    def results(self, task_name):
+        """host -> result of the task with this name (ok, failed or skipped)."""
+        found = {}
+        for event in self.events:
+            data = event.get("event_data", {})
+            if event.get("event", "").startswith("runner_on_") and data.get("task") == task_name:
+                found[data["host"]] = dict(data.get("res") or {}, _event=event["event"])
+        return found
+
+    def failed_hosts(self):
+        return sorted(self.stats.get("failures", {}))
+
+    def changed(self):
+        return sum(self.stats.get("changed", {}).values())
+
+
+def run_playbook(tmp_dir, inventory, playbook="site.yml", *args):
+    """Run a playbook of this repository with ansible-runner, as the CLI does."""
+    runner = ansible_runner.run(
+        private_data_dir=str(tmp_dir), project_dir=str(REPO), playbook=str(REPO / playbook),
+        inventory=str(inventory), cmdline=" ".join(args), quiet=True,
+        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, settings={"suppress_env_files": True})
+    return PlaybookRun(runner)

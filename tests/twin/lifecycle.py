@@ -231,6 +231,9 @@ class Twin:
                 docker("build", "-q", "--build-arg", "BASE=%s" % base, "--label",
                        "ascend-vllm-fleet.twin.source=%s" % source_hash, "-t", build_tag, context)
             log("built the stand-in image %s" % build_tag)
+        for stale in self.our_images():
+            if stale.startswith(self.build_repository + ":") and stale != build_tag:
+                docker("rmi", stale)
         state["build_tag"] = build_tag
         pushed = []
         for tag in IMAGE_TAGS:

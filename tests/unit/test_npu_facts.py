@@ -1,13 +1,12 @@
 """library/npu_facts.py: parsers against every real sample, and the whole module against fake hosts."""
 import ast
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, read_fixture
+from conftest import REPO, read_fixture, venv_tool
 from twin import hosts
 
 sys.path.insert(0, str(REPO / "library"))
@@ -237,8 +236,7 @@ def test_check_mode_reads_the_same(tmp_path):
 
 
 def test_ansible_doc_renders(tmp_path):
-    ansible_doc = os.path.join(os.path.dirname(sys.executable), "ansible-doc")
-    result = subprocess.run([ansible_doc, "-M", str(REPO / "library"), "--json", "npu_facts"],
+    result = subprocess.run([venv_tool("ansible-doc"), "-M", str(REPO / "library"), "--json", "npu_facts"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)["npu_facts"]

@@ -129,7 +129,7 @@ def load_model_config(path):
         with open(config_file) as handle:
             config = json.load(handle)
     except ValueError as error:
-        raise Refusal("ValueError: %s is not valid JSON: %s" % (config_file, error))
+        raise Refusal("ValueError: %s is not valid JSON: %s" % (config_file, error)) from error
     index_file = os.path.join(path, "model.safetensors.index.json")
     if os.path.isfile(index_file):
         with open(index_file) as handle:

@@ -130,9 +130,9 @@ def image_dimensions(url):
                 data = response.read()
         return image_size(data)
     except (ImageError, binascii.Error, IndexError) as error:
-        raise ApiError(400, "cannot read image: %s" % error)
+        raise ApiError(400, "cannot read image: %s" % error) from error
     except OSError as error:
-        raise ApiError(400, "cannot fetch image %s: %s" % (url[:80], error))
+        raise ApiError(400, "cannot fetch image %s: %s" % (url[:80], error)) from error
 
 
 def answer_length(body, prompt_tokens, max_tokens):
@@ -203,14 +203,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def send_metrics(self):
         stats = self.state.engine.stats
         label = '{model_name="%s"}' % self.state.names[0]
-        lines = [
-            "# TYPE vllm:num_requests_running gauge", "vllm:num_requests_running%s %d" % (label, stats["running"]),
-            "# TYPE vllm:num_requests_waiting gauge", "vllm:num_requests_waiting%s %d" % (label, stats["waiting"]),
-            "# TYPE vllm:prompt_tokens_total counter", "vllm:prompt_tokens_total%s %d" % (label, stats["prompt_tokens"]),
-            "# TYPE vllm:generation_tokens_total counter",
-            "vllm:generation_tokens_total%s %d" % (label, stats["generation_tokens"]),
-            "# TYPE vllm:request_success_total counter", "vllm:request_success_total%s %d" % (label, stats["success"]),
-        ]
+        metrics = [("num_requests_running", "gauge", "running"), ("num_requests_waiting", "gauge", "waiting"),
+                   ("prompt_tokens_total", "counter", "prompt_tokens"),
+                   ("generation_tokens_total", "counter", "generation_tokens"),
+                   ("request_success_total", "counter", "success")]
+        lines = []
+        for name, kind, key in metrics:
+            lines += ["# TYPE vllm:%s %s" % (name, kind), "vllm:%s%s %d" % (name, label, stats[key])]
         data = ("\n".join(lines) + "\n").encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -295,8 +294,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def reply(self, request, request_id, events):
         first = emitted = None
-        for when, emitted, _ in self.wait_tokens(events):
-            first = first or when
+        for when, count, _ in self.wait_tokens(events):
+            first, emitted = first or when, count
         text = "".join(answer_piece(i) for i in range(emitted))
         self.send_json(200, {
             "id": request_id, "object": "chat.completion", "created": int(time.time()), "model": request["model"],

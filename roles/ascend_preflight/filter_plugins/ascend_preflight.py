@@ -1,0 +1,228 @@
+"""Preflight verdicts: from a host's gathered facts and the role's settings to failures and warnings.
+
+Kept in Python rather than Jinja so every rule reads as one function and is unit-tested. Each finding says
+which check, what was found, what is required and how to fix it; the role adds the host name.
+"""
+import re
+
+# Known trouble with 24.x drivers (vLLM-Ascend issue 3860, and the seed's experience with 24.x + vLLM 0.11.0),
+# and the driver families CANN 8.5 (inside the v0.18.0rc1 image) supports.
+DRIVER_24_WHY = ("24.x drivers are known to crash vLLM-Ascend on large images and to make inference extremely "
+                 "slow (vllm-ascend issue 3860); CANN 8.5 in the v0.18.0rc1 image supports driver families "
+                 "25.0, 25.2, 25.3 and 25.5 only")
+HELD_CHIP_WHY = "a chip held by another process makes the vLLM container fail with dcmi error -8020"
+
+
+def finding(check, found, required, fix):
+    return {"check": check, "found": found, "required": required, "fix": fix,
+            "message": "%s: found %s; required %s. Fix: %s" % (check, found, required, fix)}
+
+
+def version_key(version):
+    """Order Ascend versions: numbers numerically, an rc before the release it leads to (25.5.rc1 < 25.5.0)."""
+    key = []
+    for token in str(version).lower().split("."):
+        rc = re.match(r"^rc(\d+)$", token)
+        if token.isdigit():
+            key.append((1, int(token), ""))
+        elif rc:
+            key.append((0, int(rc.group(1)), ""))
+        else:
+            key.append((-1, 0, token))
+    return key
+
+
+def version_ok(found, required, policy):
+    if found is None:
+        return False
+    if policy == "minimum":
+        return version_key(found) >= version_key(required)
+    return str(found).lower() == str(required).lower()
+
+
+def check_versions(facts, settings):
+    findings = []
+    policy = settings["version_policy"]
+    wording = "exactly" if policy == "exact" else "at least"
+    driver_target = settings["driver_version"]
+    firmware_target = settings["firmware_version"]
+    upgrade = "install Ascend driver %s and firmware %s (the HDK packages for Atlas 300I Duo), then reboot" % (
+        driver_target, firmware_target)
+    driver = facts.get("driver_version") or facts.get("driver_version_file")
+    if driver is None:
+        findings.append(finding("driver version", "no driver version (npu-smi gave none, version.info unreadable)",
+                                "%s %s" % (wording, driver_target), upgrade))
+    elif str(driver).startswith("24."):
+        findings.append(finding("driver version", "%s (a 24.x driver)" % driver,
+                                "%s %s" % (wording, driver_target), "%s. %s" % (DRIVER_24_WHY, upgrade)))
+    elif not version_ok(driver, driver_target, policy):
+        findings.append(finding("driver version", driver, "%s %s" % (wording, driver_target), upgrade))
+    loaded, installed = facts.get("driver_version"), facts.get("driver_version_file")
+    if loaded and installed and loaded.lower() != installed.lower():
+        findings.append(finding("driver loaded vs installed", "npu-smi reports %s but version.info says %s"
+                                % (loaded, installed), "the installed driver to be the one running",
+                                "reboot the host to load the driver that was installed"))
+    cards = [card for card in facts.get("cards", []) if card.get("firmware_version")]
+    firmware_found = ["%s on NPU %s" % (card["firmware_version"], card["npu_id"]) for card in cards
+                      if not version_ok(card["firmware_version"], firmware_target, policy)]
+    if not cards and not version_ok(facts.get("firmware_version"), firmware_target, policy):
+        firmware_found = [str(facts.get("firmware_version") or "no firmware version (board query and "
+                                                               "firmware version.info gave none)")]
+    if firmware_found:
+        findings.append(finding("firmware version", ", ".join(firmware_found),
+                                "%s %s" % (wording, firmware_target), upgrade))
+    return findings
+
+
+def inferred_product(card, chips):
+    """Product type of a card: `-t product` when it answered, else from its 310P3 chip count."""
+    if card.get("product_type"):
+        return card["product_type"]
+    names = {chip.get("name") for chip in chips if chip.get("npu_id") == card["npu_id"]}
+    if names == {"310P3"}:
+        return {2: "Atlas 300I Duo", 1: "Atlas 300I Pro"}.get(card.get("chip_count"))
+    return None
+
+
+def check_products(facts, settings):
+    allowed = settings["allowed_products"]
+    wrong = []
+    for card in facts.get("cards", []):
+        product = inferred_product(card, facts.get("chips", []))
+        if product not in allowed:
+            wrong.append("NPU %s is %s" % (card["npu_id"], product or "of unknown type (chips: %s)" % ", ".join(
+                sorted({c["name"] for c in facts["chips"] if c["npu_id"] == card["npu_id"] and c.get("name")}))))
+    if not wrong:
+        return []
+    return [finding("product type", "; ".join(wrong), "one of: %s" % ", ".join(allowed),
+                    "serve on Atlas 300I Duo cards (310P3), or add the product to ascend_preflight_allowed_products "
+                    "if the image supports it")]
+
+
+def unhealthy_cards(facts):
+    """NPU id -> reasons, for cards with a chip not OK or a chip fault."""
+    reasons = {}
+    for chip in facts.get("chips", []):
+        if chip.get("health") != "OK":
+            reasons.setdefault(chip["npu_id"], []).append("chip %s health %s" % (chip["chip_id"], chip.get("health")))
+    for card in facts.get("cards", []):
+        if card.get("chip_fault_count"):
+            reasons.setdefault(card["npu_id"], []).append("%s chip fault(s)" % card["chip_fault_count"])
+    return reasons
+
+
+def check_health(facts, settings):
+    reasons = unhealthy_cards(facts)
+    if not reasons:
+        return [], [], []
+    found = "; ".join("NPU %s: %s" % (npu_id, ", ".join(why)) for npu_id, why in sorted(reasons.items()))
+    fix = ("check `npu-smi info -t health -i <NPU ID>` and `dmesg`; reset the card (`npu-smi set -t reset -i <NPU "
+           "ID> -c 0`) or replace it")
+    if settings["unhealthy_chip_action"] == "exclude_card":
+        excluded = sorted(reasons)
+        healthy = [card for card in facts.get("cards", []) if card["npu_id"] not in reasons]
+        if not healthy:
+            return [finding("chip health", found, "at least one healthy card to serve on", fix)], [], excluded
+        return [], [finding("chip health", found + " (card left out of the serving plan)", "every chip OK",
+                            fix)], excluded
+    fix += "; or set ascend_preflight_unhealthy_chip_action: exclude_card to serve on the other cards"
+    return [finding("chip health", found, "every chip OK with no chip fault", fix)], [], []
+
+
+def check_devices(facts):
+    findings = []
+    present = set(facts.get("devices", []))
+    missing = ["%s (NPU %s chip %s)" % (chip["device"], chip["npu_id"], chip["chip_id"])
+               for chip in facts.get("chips", []) if chip.get("device") and chip["device"] not in present]
+    if missing:
+        findings.append(finding("device nodes", "missing %s" % ", ".join(missing),
+                                "a /dev/davinciN node for every chip npu-smi lists",
+                                "reload the driver or reboot; the driver creates the nodes when it loads"))
+    if facts.get("missing_manager_devices"):
+        findings.append(finding("manager devices", "missing %s" % ", ".join(facts["missing_manager_devices"]),
+                                "davinci_manager, devmm_svm and hisi_hdc",
+                                "reinstall the Ascend driver (it creates them) and reboot"))
+    return findings
+
+
+def check_processes(facts, own_container_ids):
+    own = set(own_container_ids or [])
+    foreign = ["pid %s (%s, %s MB) on NPU %s chip %s" % (p["pid"], p["name"], p.get("memory_mb"), p["npu_id"],
+                                                         p["chip_id"])
+               for p in facts.get("processes", []) if not p.get("container_id") or p["container_id"] not in own]
+    if not foreign:
+        return []
+    return [finding("chip in use", "; ".join(foreign), "no process outside this collection's containers on a chip",
+                    "stop that process (`kill <pid>`) or the container running it (`docker ps`); %s"
+                    % HELD_CHIP_WHY)]
+
+
+def free_bytes(path, mounts):
+    """Free bytes of the filesystem holding path, from Ansible's mounts facts (longest matching mount point)."""
+    best = None
+    for mount in mounts or []:
+        point = mount.get("mount", "")
+        inside = path == point or path.startswith(point.rstrip("/") + "/") or point == "/"
+        if inside and (best is None or len(point) > len(best["mount"])):
+            best = mount
+    return (best["size_available"], best["mount"]) if best else (None, None)
+
+
+def check_disk(disk_checks, mounts):
+    findings = []
+    for wanted in disk_checks or []:
+        need = float(wanted["min_free_gb"]) * 1024 ** 3
+        available, mount = free_bytes(wanted["path"], mounts)
+        if available is not None and available < need:
+            findings.append(finding("free disk for %s" % wanted["purpose"], "%.1f GB free on %s (holding %s)" % (
+                available / 1024.0 ** 3, mount, wanted["path"]), "%s GB" % wanted["min_free_gb"],
+                "free space on %s or point the %s path elsewhere" % (mount, wanted["purpose"])))
+    return findings
+
+
+def ascend_preflight_findings(facts, settings):
+    """All verdicts for one host: {'failures': [...], 'warnings': [...], 'excluded_npu_ids': [...]}."""
+    failures, warnings, excluded = [], [], []
+    architecture = settings.get("architecture")
+    if architecture not in settings["allowed_architectures"]:
+        failures.append(finding("CPU architecture", architecture, "one of: %s" % ", ".join(
+            settings["allowed_architectures"]), "vLLM-Ascend images are published for arm64 and amd64 only"))
+    if not facts.get("present"):
+        failures.append(finding("npu-smi", "; ".join(facts.get("problems") or ["not found"]), "npu-smi answering",
+                                "install the Ascend driver, or set ascend_npu_smi to where npu-smi is"))
+    elif not facts.get("ready"):
+        failures.append(finding("NPU ready", "; ".join(facts.get("problems") or ["no chip listed"]),
+                                "npu-smi info listing the chips", "see the cause above"))
+    versions = check_versions(facts, settings)
+    (failures if settings["strict"] else warnings).extend(versions)
+    if facts.get("ready"):
+        failures.extend(check_products(facts, settings))
+        health_failures, health_warnings, excluded = check_health(facts, settings)
+        failures.extend(health_failures)
+        warnings.extend(health_warnings)
+        failures.extend(check_devices(facts))
+        failures.extend(check_processes(facts, settings.get("own_container_ids")))
+    failures.extend(check_disk(settings.get("disk_checks"), settings.get("mounts")))
+    return {"failures": failures, "warnings": warnings, "excluded_npu_ids": excluded}
+
+
+def ascend_preflight_summary(hostvars, hosts, result_var="ascend_preflight_result"):
+    """One line per host: passed, passed with warnings, failed (with reasons) or no result."""
+    lines = []
+    for host in hosts:
+        result = hostvars.get(host, {}).get(result_var)
+        if not result:
+            lines.append("%s: NO RESULT (unreachable, or failed before the checks ran)" % host)
+        elif result["failures"]:
+            lines.append("%s: FAILED: %s" % (host, " | ".join(f["message"] for f in result["failures"])))
+        elif result["warnings"]:
+            lines.append("%s: PASSED with warnings: %s" % (host, " | ".join(w["message"] for w in result["warnings"])))
+        else:
+            lines.append("%s: PASSED" % host)
+    return lines
+
+
+class FilterModule:
+    def filters(self):
+        return {"ascend_preflight_findings": ascend_preflight_findings,
+                "ascend_preflight_summary": ascend_preflight_summary}

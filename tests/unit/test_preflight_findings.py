@@ -1,0 +1,191 @@
+"""The preflight verdicts (roles/ascend_preflight/filter_plugins) on hand-made facts."""
+import copy
+import sys
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "roles/ascend_preflight/filter_plugins"))
+import ascend_preflight as preflight  # noqa: E402
+
+SETTINGS = {
+    "architecture": "aarch64", "allowed_architectures": ["aarch64", "x86_64"],
+    "driver_version": "25.5.2", "firmware_version": "7.8.0.7.220", "version_policy": "exact", "strict": True,
+    "allowed_products": ["Atlas 300I Duo"], "unhealthy_chip_action": "fail", "own_container_ids": [],
+    "disk_checks": [], "mounts": [],
+}
+
+
+def duo_facts(npu_ids=(1, 2)):
+    chips, cards = [], []
+    for index, npu_id in enumerate(npu_ids):
+        cards.append({"npu_id": npu_id, "product_type": "Atlas 300I Duo", "chip_count": 2,
+                      "firmware_version": "7.8.0.7.220", "chip_fault_count": 0})
+        for chip_id in (0, 1):
+            logic = 2 * index + chip_id
+            chips.append({"npu_id": npu_id, "chip_id": chip_id, "logic_id": logic, "name": "310P3", "health": "OK",
+                          "device": "/dev/davinci%d" % logic})
+    return {"present": True, "ready": True, "problems": [], "driver_version": "25.5.2",
+            "driver_version_file": "25.5.2", "firmware_version": "7.8.0.7.220", "cards": cards, "chips": chips,
+            "devices": [chip["device"] for chip in chips], "missing_manager_devices": [], "processes": []}
+
+
+def judge(facts, **settings):
+    return preflight.ascend_preflight_findings(facts, dict(SETTINGS, **settings))
+
+
+def only_failure(result):
+    assert len(result["failures"]) == 1, result["failures"]
+    return result["failures"][0]
+
+
+def test_good_host_passes():
+    assert judge(duo_facts()) == {"failures": [], "warnings": [], "excluded_npu_ids": []}
+
+
+def test_24x_driver_gets_its_own_explanation():
+    facts = dict(duo_facts(), driver_version="24.1.rc2.2", driver_version_file="24.1.rc2.2")
+    failure = only_failure(judge(facts))
+    assert failure["check"] == "driver version"
+    assert "24.1.rc2.2 (a 24.x driver)" in failure["found"]
+    assert "crash" in failure["fix"] and "slow" in failure["fix"] and "25.5.2" in failure["fix"]
+    assert failure["message"].startswith("driver version: found 24.1.rc2.2")
+
+
+def test_versions_compare_case_insensitively():
+    facts = dict(duo_facts(), driver_version="25.5.RC1", driver_version_file="25.5.rc1")
+    assert judge(facts, driver_version="25.5.rc1")["failures"] == []
+
+
+def test_loaded_and_installed_driver_disagree_means_reboot():
+    facts = dict(duo_facts(), driver_version_file="25.5.3")
+    failure = only_failure(judge(facts))
+    assert failure["check"] == "driver loaded vs installed" and "reboot" in failure["fix"]
+
+
+def test_firmware_is_checked_per_card():
+    facts = duo_facts()
+    facts["cards"][1]["firmware_version"] = "7.8.0.6.201"
+    failure = only_failure(judge(facts))
+    assert failure["found"] == "7.8.0.6.201 on NPU 2" and failure["required"] == "exactly 7.8.0.7.220"
+
+
+@pytest.mark.parametrize("found,required,ok", [
+    ("25.5.2", "25.5.2", True), ("25.5.3", "25.5.2", True), ("25.5.rc1", "25.5.0", False),
+    ("25.5.0", "25.5.rc1", True), ("24.1.rc2.2", "25.5.2", False), ("7.8.0.7.220", "7.8.0.7.220", True),
+    ("7.10.0.1.1", "7.8.0.7.220", True), ("25.5.2", "25.5.2.1", False),
+])
+def test_minimum_policy_orders_versions(found, required, ok):
+    assert preflight.version_ok(found, required, "minimum") is ok
+
+
+def test_not_strict_turns_version_mismatch_into_a_warning():
+    facts = dict(duo_facts(), driver_version="25.3.rc1", driver_version_file="25.3.rc1")
+    result = judge(facts, strict=False)
+    assert result["failures"] == [] and [w["check"] for w in result["warnings"]] == ["driver version"]
+
+
+def test_pro_card_refused_unless_allowed():
+    facts = duo_facts(npu_ids=(8,))
+    facts["cards"][0]["product_type"] = "Atlas 300I Pro"
+    assert "NPU 8 is Atlas 300I Pro" in only_failure(judge(facts))["found"]
+    assert judge(facts, allowed_products=["Atlas 300I Duo", "Atlas 300I Pro"])["failures"] == []
+
+
+def test_product_inferred_from_chip_count_when_the_query_failed():
+    facts = duo_facts()
+    for card in facts["cards"]:
+        card["product_type"] = None
+    assert judge(facts)["failures"] == []
+
+
+def test_910b_host_is_not_a_310p_host():
+    facts = duo_facts(npu_ids=(0,))
+    facts["cards"][0]["product_type"] = None
+    for chip in facts["chips"]:
+        chip["name"] = "910B2C"
+    assert "unknown type (chips: 910B2C)" in only_failure(judge(facts))["found"]
+
+
+def test_unhealthy_chip_fails_or_excludes_its_card():
+    facts = duo_facts(npu_ids=(6, 224))
+    facts["chips"][3]["health"] = "Alarm"
+    facts["cards"][1]["chip_fault_count"] = 1
+    failure = only_failure(judge(facts))
+    assert failure["found"] == "NPU 224: chip 1 health Alarm, 1 chip fault(s)"
+    assert "exclude_card" in failure["fix"]
+    excluded = judge(facts, unhealthy_chip_action="exclude_card")
+    assert excluded["failures"] == [] and excluded["excluded_npu_ids"] == [224]
+    assert "left out of the serving plan" in excluded["warnings"][0]["found"]
+
+
+def test_excluding_every_card_fails():
+    facts = duo_facts(npu_ids=(6,))
+    facts["chips"][0]["health"] = "Critical"
+    assert only_failure(judge(facts, unhealthy_chip_action="exclude_card"))["required"] == (
+        "at least one healthy card to serve on")
+
+
+def test_missing_device_nodes():
+    facts = duo_facts()
+    facts["devices"].remove("/dev/davinci3")
+    facts["missing_manager_devices"] = ["/dev/hisi_hdc"]
+    result = judge(facts)
+    assert [f["check"] for f in result["failures"]] == ["device nodes", "manager devices"]
+    assert result["failures"][0]["found"] == "missing /dev/davinci3 (NPU 2 chip 1)"
+
+
+def test_foreign_process_fails_but_our_containers_do_not():
+    facts = duo_facts()
+    facts["processes"] = [{"npu_id": 1, "chip_id": 0, "pid": 41877, "name": "python3.9", "memory_mb": 15321,
+                           "container_id": None},
+                          {"npu_id": 2, "chip_id": 1, "pid": 500, "name": "vllm", "memory_mb": 9000,
+                           "container_id": "a" * 64}]
+    failure = only_failure(judge(facts, own_container_ids=["a" * 64]))
+    assert failure["found"] == "pid 41877 (python3.9, 15321 MB) on NPU 1 chip 0"
+    assert "-8020" in failure["fix"]
+
+
+def test_dcmi_failure_is_reported_with_its_cause_and_versions_still_checked():
+    facts = {"present": True, "ready": False, "driver_version": None, "driver_version_file": "24.1.rc2.2",
+             "problems": ["`npu-smi info` failed: dcmi module initialize failed. ret is -8005: held by ..."]}
+    result = judge(facts)
+    checks = [f["check"] for f in result["failures"]]
+    assert checks[0] == "NPU ready" and "ret is -8005" in result["failures"][0]["found"]
+    assert "driver version" in checks
+
+
+def test_absent_npu_smi():
+    result = judge({"present": False, "ready": False, "problems": ["npu-smi not found (...)"]})
+    assert result["failures"][0]["check"] == "npu-smi"
+
+
+def test_architecture():
+    assert only_failure(judge(duo_facts(), architecture="ppc64le"))["check"] == "CPU architecture"
+
+
+def test_disk_space_uses_the_longest_matching_mount():
+    mounts = [{"mount": "/", "size_available": 100 * 1024 ** 3},
+              {"mount": "/data", "size_available": 5 * 1024 ** 3}]
+    checks = [{"path": "/data/models", "min_free_gb": 20, "purpose": "the model weights"},
+              {"path": "/var/lib/docker", "min_free_gb": 30, "purpose": "the vLLM-Ascend image"}]
+    failure = only_failure(judge(duo_facts(), disk_checks=checks, mounts=mounts))
+    assert failure["check"] == "free disk for the model weights"
+    assert failure["found"] == "5.0 GB free on /data (holding /data/models)"
+
+
+def test_summary_lists_every_host():
+    passed = {"failures": [], "warnings": []}
+    failed = {"failures": [{"message": "driver version: found 24.1"}], "warnings": []}
+    hostvars = {"a": {"ascend_preflight_result": passed}, "b": {"ascend_preflight_result": failed}, "c": {}}
+    assert preflight.ascend_preflight_summary(hostvars, ["a", "b", "c"]) == [
+        "a: PASSED", "b: FAILED: driver version: found 24.1",
+        "c: NO RESULT (unreachable, or failed before the checks ran)"]
+
+
+def test_inputs_are_not_modified():
+    facts = duo_facts()
+    before = copy.deepcopy(facts)
+    judge(facts)
+    assert facts == before
