@@ -1,0 +1,139 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+"""Ansible module model_files: is a Hugging Face model folder complete on this host?"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: model_files
+short_description: Check that a Hugging Face model folder has every file vLLM needs
+description:
+  - Checks that C(path) holds the C(required) files, that every weight shard named in
+    C(model.safetensors.index.json) exists, and that none of them is empty (an interrupted copy or
+    download leaves empty or missing shards).
+  - Reports what is missing instead of failing, unless C(fail_on_incomplete) is set; then the failure
+    message lists every missing or empty file.
+  - Only reads; supports check mode.
+version_added: "1.0.0"
+author:
+  - ascend-vllm-fleet
+options:
+  path:
+    description: The model folder on the host.
+    type: path
+    required: true
+  required:
+    description: Files that must exist besides the weight shards.
+    type: list
+    elements: str
+    default: [config.json, model.safetensors.index.json, tokenizer.json, tokenizer_config.json,
+              preprocessor_config.json, generation_config.json]
+  fail_on_incomplete:
+    description: Fail, listing what is missing, when the folder is incomplete.
+    type: bool
+    default: false
+notes:
+  - Supports check mode.
+"""
+
+EXAMPLES = r"""
+- name: Check the Qwen3-VL-8B-Instruct folder
+  model_files:
+    path: /data/models/Qwen3-VL-8B-Instruct
+    fail_on_incomplete: true
+"""
+
+RETURN = r"""
+complete:
+  description: Every required file and shard is present and non-empty.
+  returned: always
+  type: bool
+  sample: true
+missing:
+  description: Required files and shards that do not exist.
+  returned: always
+  type: list
+  elements: str
+  sample: ["model-00003-of-00004.safetensors"]
+empty:
+  description: Files that exist but have no bytes.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+shards:
+  description: Weight shards named by the index (or found, when there is no index).
+  returned: always
+  type: list
+  elements: str
+  sample: ["model-00001-of-00004.safetensors"]
+total_bytes:
+  description: Bytes of the required files and shards that exist.
+  returned: always
+  type: int
+  sample: 17534340096
+"""
+
+import glob
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+INDEX = "model.safetensors.index.json"
+
+
+def shards_of(path, problems):
+    index = os.path.join(path, INDEX)
+    if os.path.isfile(index):
+        try:
+            with open(index) as handle:
+                return sorted(set(json.load(handle).get("weight_map", {}).values()))
+        except ValueError as error:
+            problems.append("%s is not valid JSON (%s): re-copy it" % (INDEX, error))
+            return []
+    return sorted(os.path.basename(found) for found in glob.glob(os.path.join(path, "*.safetensors")))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            required=dict(type="list", elements="str", default=[
+                "config.json", INDEX, "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json",
+                "generation_config.json"]),
+            fail_on_incomplete=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    path = module.params["path"]
+    problems, missing, empty, total = [], [], [], 0
+    shards = shards_of(path, problems) if os.path.isdir(path) else []
+    if os.path.isdir(path) and not shards and not problems:
+        problems.append("no *.safetensors weights and no %s" % INDEX)
+    for name in list(module.params["required"]) + shards:
+        full = os.path.join(path, name)
+        if not os.path.isfile(full):
+            missing.append(name)
+        elif os.path.getsize(full) == 0:
+            empty.append(name)
+        else:
+            total += os.path.getsize(full)
+    complete = os.path.isdir(path) and not (missing or empty or problems)
+    result = dict(changed=False, complete=complete, missing=missing, empty=empty, shards=shards, total_bytes=total)
+    if not complete and module.params["fail_on_incomplete"]:
+        if not os.path.isdir(path):
+            why = "the folder does not exist"
+        else:
+            why = "; ".join(problems + (["missing: " + ", ".join(missing)] if missing else [])
+                            + (["empty: " + ", ".join(empty)] if empty else []))
+        module.fail_json(msg="model folder %s is incomplete: %s. Fix: copy the whole model folder again (or set "
+                             "model_weights_source to stage it), then re-run" % (path, why), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

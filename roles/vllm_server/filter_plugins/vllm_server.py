@@ -1,0 +1,123 @@
+"""The serving plan and the docker run of each instance, from the host's NPU facts and the role's settings.
+
+Python rather than Jinja because both are small programs: which chips each instance gets, and the exact
+argument list the seed's `docker run` + `vllm serve` becomes. The unit tests compare the result with the
+seed's command.
+"""
+import json
+
+from ansible.errors import AnsibleFilterError
+
+# Where the container expects the host's Ascend files (the vLLM-Ascend docs' docker run): host path -> these.
+CONTAINER_PATHS = {
+    "dcmi": "/usr/local/dcmi",
+    "npu_smi": "/usr/local/bin/npu-smi",
+    "driver_lib64": "/usr/local/Ascend/driver/lib64/",
+    "driver_version": "/usr/local/Ascend/driver/version.info",
+    "install_info": "/etc/ascend_install.info",
+    "cache": "/root/.cache",
+}
+MANAGER_DEVICES = ("davinci_manager", "devmm_svm", "hisi_hdc")
+
+
+def _usable_chips(ascend, excluded_npu_ids):
+    excluded = set(excluded_npu_ids or [])
+    chips = [chip for chip in ascend.get("chips", []) if chip["npu_id"] not in excluded]
+    missing = [chip for chip in chips if not chip.get("device")]
+    if missing:
+        raise AnsibleFilterError("no /dev/davinciN is known for NPU %s chip %s: run preflight (npu_facts) first"
+                                 % (missing[0]["npu_id"], missing[0]["chip_id"]))
+    return sorted(chips, key=lambda chip: chip["logic_id"])
+
+
+def vllm_server_plan(ascend, layout, base_name, base_port, tensor_parallel_size, excluded_npu_ids=None):
+    """Instances to run: name, host port, NPU IDs and the davinci device paths each one maps."""
+    chips = _usable_chips(ascend, excluded_npu_ids)
+    if not chips:
+        raise AnsibleFilterError("no usable NPU chip on this host (excluded cards: %s)" % (excluded_npu_ids or []))
+    if layout == "single":
+        groups = [(base_name, chips)]
+    elif layout == "per_card":
+        npu_ids = []
+        for chip in chips:
+            if chip["npu_id"] not in npu_ids:
+                npu_ids.append(chip["npu_id"])
+        groups = [("%s-npu%s" % (base_name, npu_id), [c for c in chips if c["npu_id"] == npu_id])
+                  for npu_id in npu_ids]
+    else:
+        raise AnsibleFilterError("vllm_server_layout %r: expected single or per_card" % layout)
+    plan = []
+    for index, (name, group) in enumerate(groups):
+        if tensor_parallel_size > len(group):
+            raise AnsibleFilterError(
+                "vllm_server_tensor_parallel_size is %d but instance %s has %d chip(s) (%s). Fix: lower the "
+                "tensor parallel size, or use layout single to span cards" % (
+                    tensor_parallel_size, name, len(group),
+                    ", ".join("NPU %s chip %s" % (c["npu_id"], c["chip_id"]) for c in group)))
+        plan.append({
+            "name": name,
+            "port": int(base_port) + index,
+            "npu_ids": sorted(set(chip["npu_id"] for chip in group)),
+            "devices": [chip["device"] for chip in group],
+        })
+    return plan
+
+
+def vllm_server_docker_run(instance, settings):
+    """The docker run of one instance as lines of arguments, one option per line, as an operator writes it.
+
+    The config-hash label is not among them: it is the hash of these lines, added where the script is written.
+    """
+    lines = [["docker", "run", "--detach", "--name", instance["name"]],
+             ["--restart", settings["restart_policy"]],
+             ["--label", "%s.instance=%s" % (settings["label_prefix"], instance["name"])],
+             ["--label", "%s.host=%s" % (settings["label_prefix"], settings["host"])],
+             ["--shm-size", settings["shm_size"]]]
+    if settings["privileged"]:
+        lines.append(["--privileged"])
+    for device in instance["devices"]:
+        lines.append(["--device", "%s:/dev/%s" % (device, device.rsplit("/", 1)[-1])])
+    for name in MANAGER_DEVICES:
+        lines.append(["--device", "%s/%s:/dev/%s" % (settings["dev_dir"].rstrip("/"), name, name)])
+    host_paths = {
+        "dcmi": settings["dcmi_dir"],
+        "npu_smi": settings["npu_smi"],
+        "driver_lib64": settings["driver_home"].rstrip("/") + "/lib64/",
+        "driver_version": settings["driver_home"].rstrip("/") + "/version.info",
+        "install_info": settings["install_info"],
+        "cache": settings["cache_dir"],
+    }
+    for key in ("dcmi", "npu_smi", "driver_lib64", "driver_version", "install_info", "cache"):
+        lines.append(["-v", "%s:%s" % (host_paths[key], CONTAINER_PATHS[key])])
+    lines.append(["-v", "%s:%s:ro" % (settings["model_dir"], settings["model_container_dir"])])
+    lines.append(["-p", "%s:%d:%d" % (settings["bind_address"], instance["port"], settings["container_port"])])
+    for key, value in sorted(settings["env"].items()):
+        lines.append(["-e", "%s=%s" % (key, value)])
+    if settings["env_file"]:
+        lines.append(["--env-file", settings["env_file"]])
+    lines.append([settings["image"]])
+    return lines + vllm_serve_lines(settings)
+
+
+def vllm_serve_lines(settings):
+    """`vllm serve` and its flags: the seed's, each from a variable, plus the operator's extras."""
+    lines = [["vllm", "serve", settings["model_container_dir"]],
+             ["--served-model-name", settings["served_name"]],
+             ["--gpu-memory-utilization", str(settings["gpu_memory_utilization"])],
+             ["--max-model-len", str(settings["max_model_len"])],
+             ["--tensor-parallel-size", str(settings["tensor_parallel_size"])]]
+    if settings["enforce_eager"]:
+        lines.append(["--enforce-eager"])
+    lines.append(["--dtype", settings["dtype"]])
+    if settings["container_port"] != 8000:
+        lines.append(["--port", str(settings["container_port"])])
+    if settings["max_pixels"]:
+        lines.append(["--mm-processor-kwargs", json.dumps({"max_pixels": int(settings["max_pixels"])})])
+    if settings["extra_args"]:
+        lines.append([str(arg) for arg in settings["extra_args"]])
+    return lines
+
+
+class FilterModule:
+    def filters(self):
+        return {"vllm_server_plan": vllm_server_plan, "vllm_server_docker_run": vllm_server_docker_run}
