@@ -87,7 +87,8 @@ class PlaybookRun:
 
 
 def run_playbook(tmp_dir, inventory, playbook="site.yml", *args):
-    """Run a playbook of this repository with ansible-runner, as the CLI does."""
+    """Run a playbook of this repository with ansible-runner, as the CLI does; tmp_dir keeps its artifacts."""
+    pathlib.Path(tmp_dir).mkdir(parents=True, exist_ok=True)
     runner = ansible_runner.run(
         private_data_dir=str(tmp_dir), project_dir=str(REPO), playbook=str(REPO / playbook),
         inventory=str(inventory), cmdline=" ".join(args), quiet=True,

@@ -40,7 +40,6 @@ def fleet(tmp_path_factory):
 def play(base, inventory, *extra):
     (base / "runs").mkdir(exist_ok=True)
     run_dir = base / "runs" / ("run%d" % len(list((base / "runs").iterdir())))
-    run_dir.mkdir()
     return run_playbook(run_dir, inventory, "site.yml", "--tags", "preflight", *extra)
 
 

@@ -1,0 +1,227 @@
+"""site.yml deploys twin hosts with real Docker and the twin's registry: idempotence, rollback, layouts, errors.
+
+Uses private twin hosts (own roots, container names and ports) so the shared twin's demo is left alone; the
+image comes from the shared twin's registry, which `scripts/dev test` brings up.
+"""
+import json
+import os
+import stat
+import subprocess
+import uuid
+
+import pytest
+import requests
+import yaml
+
+from conftest import REPO, free_port, run_playbook
+from twin import hosts
+from twin.lifecycle import Twin
+
+pytestmark = pytest.mark.docker
+MODEL = "Qwen3-VL-8B-Instruct"
+
+
+def free_port_block(size):
+    """A base port whose next `size` ports are free too."""
+    while True:
+        base = free_port()
+        if base + size < 65535 and all(_free(base + offset) for offset in range(size)):
+            return base
+
+
+def _free(port):
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+class Fleet:
+    """Two private twin hosts and an inventory whose host variables a test can change."""
+
+    def __init__(self, base):
+        self.base = base
+        self.tag = uuid.uuid4().hex[:6]
+        profiles = hosts.load_profiles()
+        self.hosts = {
+            "deploy-a": {"twin_profile": "seed_duo4", "vllm_server_container_name": "dep-%s-a" % self.tag,
+                         "vllm_server_port": free_port_block(4)},
+            "deploy-b": {"twin_profile": "duo2", "vllm_server_container_name": "dep-%s-b" % self.tag,
+                         "vllm_server_port": free_port_block(1)},
+        }
+        for name, variables in self.hosts.items():
+            variables["twin_root"] = str(base / "hosts" / name)
+            hosts.build_root(variables["twin_root"], profiles[variables["twin_profile"]])
+        self.inventory_dir = base / "inventory"
+        self.inventory_dir.mkdir()
+        (self.inventory_dir / "group_vars").symlink_to(REPO / "inventory/twin/group_vars")
+        self.runs = 0
+        self.write()
+
+    def write(self, **overrides):
+        """Write the inventory; overrides maps a host to variables added for this run only."""
+        inventory_hosts = {name: dict(variables, **overrides.get(name, {})) for name, variables in self.hosts.items()}
+        (self.inventory_dir / "hosts.yml").write_text(yaml.safe_dump(
+            {"all": {"children": {"ascend": {"hosts": inventory_hosts}}}}))
+
+    def play(self, *args, playbook="site.yml", **overrides):
+        self.write(**overrides)
+        self.runs += 1
+        return run_playbook(self.base / "runs" / str(self.runs), self.inventory_dir / "hosts.yml", playbook, *args)
+
+    def root(self, host):
+        return self.hosts[host]["twin_root"]
+
+    def name(self, host):
+        return self.hosts[host]["vllm_server_container_name"]
+
+    def port(self, host):
+        return self.hosts[host]["vllm_server_port"]
+
+
+def inspect(name):
+    result = subprocess.run(["docker", "container", "inspect", name], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, universal_newlines=True)
+    return json.loads(result.stdout)[0] if result.returncode == 0 else None
+
+
+def serves(port, api_key=None):
+    headers = {"Authorization": "Bearer " + api_key} if api_key else {}
+    reply = requests.get("http://127.0.0.1:%d/v1/models" % port, headers=headers, timeout=5)
+    return reply.status_code == 200 and [m["id"] for m in reply.json()["data"]] == [MODEL]
+
+
+def failure_text(run, host):
+    failed = [result for event_task, result in run_failures(run) if result.get("_host") == host]
+    return "\n".join(json.dumps(result, ensure_ascii=False) for result in failed)
+
+
+def run_failures(run):
+    for event in run.events:
+        if event.get("event") == "runner_on_failed" and not event["event_data"].get("ignore_errors"):
+            data = event["event_data"]
+            yield data.get("task"), dict(data.get("res") or {}, _host=data.get("host"))
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    assert Twin().registry_answers(), "the twin's registry is not up: run `scripts/dev twin up` first"
+    fleet = Fleet(tmp_path_factory.mktemp("deploy"))
+    yield fleet
+    fleet.play(playbook="playbooks/teardown.yml")
+
+
+@pytest.fixture(scope="module")
+def deployed(fleet):
+    run = fleet.play()
+    assert run.rc == 0, run.stdout
+    return run
+
+
+def test_fresh_deploy_serves_then_repeats_change_nothing(fleet, deployed):
+    ids = {host: inspect(fleet.name(host))["Id"] for host in fleet.hosts}
+    for host in fleet.hosts:
+        assert serves(fleet.port(host)), host
+        assert inspect(fleet.name(host))["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+    again = fleet.play()
+    assert again.rc == 0 and again.changed() == 0, again.stdout
+    check = fleet.play("--check", "--diff")
+    assert check.rc == 0 and check.changed() == 0, check.stdout
+    assert {host: inspect(fleet.name(host))["Id"] for host in fleet.hosts} == ids
+
+
+def test_changed_variable_replaces_only_the_affected_container(fleet, deployed):
+    before = {host: inspect(fleet.name(host))["Id"] for host in fleet.hosts}
+    check = fleet.play("--check", "--diff", **{"deploy-a": {"vllm_server_max_model_len": 4096}})
+    assert check.rc == 0 and "--max-model-len 4096" in check.stdout
+    assert {host: inspect(fleet.name(host))["Id"] for host in fleet.hosts} == before, "--check changed a container"
+    run = fleet.play(**{"deploy-a": {"vllm_server_max_model_len": 4096}})
+    assert run.rc == 0, run.stdout
+    after = {host: inspect(fleet.name(host))["Id"] for host in fleet.hosts}
+    assert after["deploy-a"] != before["deploy-a"] and after["deploy-b"] == before["deploy-b"]
+    assert "4096" in inspect(fleet.name("deploy-a"))["Args"]
+    assert serves(fleet.port("deploy-a"))
+    assert fleet.play().rc == 0  # back to the inventory's settings
+
+
+def test_bad_change_fails_with_the_servers_error_and_the_previous_container_serves(fleet, deployed):
+    before = inspect(fleet.name("deploy-b"))["Id"]
+    run = fleet.play(**{"deploy-b": {"vllm_server_dtype": "bfloat16"}})
+    assert run.rc != 0 and run.failed_hosts() == ["deploy-b"]
+    text = failure_text(run, "deploy-b")
+    assert "does not support dtype bfloat16" in text, text
+    assert "The previous container is serving again" in text
+    restored = inspect(fleet.name("deploy-b"))
+    assert restored["Id"] == before and restored["State"]["Running"]
+    assert serves(fleet.port("deploy-b"))
+    assert inspect(fleet.name("deploy-b") + "-previous") is None
+    assert serves(fleet.port("deploy-a")), "the other host must be untouched"
+
+
+def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
+    run = fleet.play(**{"deploy-a": {"vllm_server_layout": "per_card"}})
+    assert run.rc == 0, run.stdout
+    assert inspect(fleet.name("deploy-a")) is None, "the single-layout container must be gone"
+    for index, npu_id in enumerate([1, 2, 4, 5]):
+        container = inspect("%s-npu%d" % (fleet.name("deploy-a"), npu_id))
+        davinci = sorted(device["PathInContainer"] for device in container["HostConfig"]["Devices"]
+                         if device["PathInContainer"][len("/dev/davinci"):].isdigit())
+        assert davinci == ["/dev/davinci%d" % (2 * index), "/dev/davinci%d" % (2 * index + 1)]
+        assert serves(fleet.port("deploy-a") + index)
+    back = fleet.play()
+    assert back.rc == 0 and serves(fleet.port("deploy-a"))
+    assert inspect("%s-npu1" % fleet.name("deploy-a")) is None
+
+
+def test_api_key_stays_in_a_root_only_file(fleet, deployed):
+    key = "sk-" + uuid.uuid4().hex
+    run = fleet.play(**{"deploy-b": {"vllm_server_api_key": key}})
+    assert run.rc == 0, run.stdout
+    config = os.path.join(fleet.root("deploy-b"), "etc/vllm-ascend")
+    env_file = os.path.join(config, fleet.name("deploy-b") + ".env")
+    assert stat.S_IMODE(os.stat(env_file).st_mode) == 0o600
+    assert key not in open(os.path.join(config, fleet.name("deploy-b") + ".sh")).read()
+    assert key not in run.stdout and all(key not in json.dumps(event) for event in run.events)
+    assert not serves(fleet.port("deploy-b")) and serves(fleet.port("deploy-b"), api_key=key)
+    assert fleet.play().rc == 0 and not os.path.exists(env_file)
+
+
+def test_missing_shard_is_named(fleet, deployed):
+    shard = os.path.join(fleet.root("deploy-b"), "data/models", MODEL, "model-00003-of-00004.safetensors")
+    os.rename(shard, shard + ".away")
+    try:
+        run = fleet.play("--limit", "deploy-b", "--tags", "model")
+    finally:
+        os.rename(shard + ".away", shard)
+    assert run.rc != 0
+    text = failure_text(run, "deploy-b")
+    assert "is incomplete" in text and "missing: model-00003-of-00004.safetensors" in text, text
+
+
+def test_unreachable_registry_is_explained(fleet, deployed):
+    run = fleet.play("--limit", "deploy-b", "--tags", "image", "-e", "vllm_image_registry_mirror=127.0.0.1:9",
+                     "-e", "vllm_image_pull_retries=2", "-e", "vllm_image_pull_delay=0.1")
+    assert run.rc != 0
+    text = failure_text(run, "deploy-b")
+    assert "could not pull 127.0.0.1:9/ascend/vllm-ascend:v0.18.0rc1-310p after 2 attempts" in text, text
+    assert "vllm_image_registry_mirror" in text and "vllm_image_offline_tarball" in text
+
+
+def test_absent_image_and_absent_offline_archive_is_explained(fleet, deployed, tmp_path):
+    archive = tmp_path / "vllm-ascend-v9.tar"
+    run = fleet.play("--limit", "deploy-b", "--tags", "image", "-e", "vllm_image_version=v9.9.9",
+                     "-e", "vllm_image_offline_tarball=%s" % archive)
+    assert run.rc != 0
+    text = failure_text(run, "deploy-b")
+    assert "offline archive %s does not exist on the controller" % archive in text, text
+
+
+def test_teardown_leaves_nothing_of_ours(fleet, deployed):
+    run = fleet.play(playbook="playbooks/teardown.yml")
+    assert run.rc == 0, run.stdout
+    for host in fleet.hosts:
+        labelled = subprocess.run(["docker", "ps", "-aq", "--filter", "label=ascend-vllm-fleet.host=%s" % host],
+                                  stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.split()
+        assert labelled == []
+        assert not os.path.exists(os.path.join(fleet.root(host), "etc/vllm-ascend"))
+        assert os.path.exists(os.path.join(fleet.root(host), "data/models", MODEL, "config.json"))

@@ -1,0 +1,97 @@
+"""The docker run the server role renders for an 8-chip host carries everything of the seed's command."""
+import json
+import re
+import shlex
+import sys
+
+import pytest
+
+from conftest import SHARED, run_playbook
+
+SEED = SHARED / "seed" / "000_898e552f2b283bbe.txt"
+
+
+def seed_commands():
+    """(docker run arguments, vllm serve arguments, exported environment) as the seed wrote them."""
+    text = SEED.read_text(encoding="utf-8")
+    run_block = text[text.index("docker run -it"):]
+    run_block = run_block[:run_block.index("\nbash")]
+    run_args = shlex.split(re.sub(r"\\\n", " ", run_block), comments=True)
+    serve_line = next(line for line in text.splitlines() if line.startswith("vllm serve "))
+    serve_args = shlex.split(serve_line.replace("<你的实际路径>", "/models"))
+    exports = dict(re.findall(r"^export (\w+)=(\S+)$", text, flags=re.M))
+    return run_args, serve_args, exports
+
+
+def options(args, name):
+    """Every value of an option, whether written `--opt value` or `--opt=value`."""
+    values = []
+    for index, arg in enumerate(args):
+        if arg == name:
+            values.append(args[index + 1])
+        elif arg.startswith(name + "="):
+            values.append(arg.split("=", 1)[1])
+    return values
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    base = tmp_path_factory.mktemp("render")
+    ascend = {"chips": [{"npu_id": npu_id, "chip_id": chip, "logic_id": 2 * index + chip,
+                         "device": "/dev/davinci%d" % (2 * index + chip)}
+                        for index, npu_id in enumerate([1, 2, 4, 5]) for chip in (0, 1)]}
+    (base / "vars.json").write_text(json.dumps({
+        "ascend": ascend, "vllm_server_config_dir": str(base / "etc"),
+        "vllm_server_model_dir": "/models/Qwen3-VL-8B-Instruct/"}))
+    (base / "hosts.ini").write_text("localhost ansible_connection=local ansible_python_interpreter=%s\n"
+                                    % sys.executable)
+    (base / "etc").mkdir()
+    run = run_playbook(base / "run", base / "hosts.ini", "tests/playbooks/render_instance.yml",
+                       "-e", "@%s" % (base / "vars.json"))
+    assert run.rc == 0, run.stdout
+    script = (base / "etc" / "vllm-ascend.sh").read_text()
+    body = re.sub(r"\\\n", " ", "\n".join(line for line in script.splitlines() if not line.startswith("#")))
+    args = shlex.split(body.replace("set -e", ""))
+    image_index = args.index("quay.io/ascend/vllm-ascend:v0.18.0rc1-310p")
+    return script, args[:image_index], args[image_index + 1:]
+
+
+def test_every_seed_device_is_mapped(rendered):
+    _, run_args, _ = rendered
+    seed_run, _, _ = seed_commands()
+    ours = {device.split(":")[-1] for device in options(run_args, "--device")}
+    assert set(options(seed_run, "--device")) == ours
+    assert len(options(run_args, "--device")) == 11
+
+
+def test_every_seed_mount_is_there(rendered):
+    _, run_args, _ = rendered
+    seed_run, _, _ = seed_commands()
+    ours = set(options(run_args, "-v"))
+    assert set(options(seed_run, "-v")) <= ours
+    assert "/models/Qwen3-VL-8B-Instruct/:/models/Qwen3-VL-8B-Instruct/:ro" in ours
+
+
+def test_port_shm_and_image_follow_the_seed_without_privileged(rendered):
+    _, run_args, _ = rendered
+    seed_run, _, _ = seed_commands()
+    assert options(run_args, "-p") == ["0.0.0.0:" + options(seed_run, "-p")[0]]
+    assert options(run_args, "--shm-size") == options(seed_run, "--shm-size") == ["1g"]
+    assert "--privileged" in seed_run and "--privileged" not in run_args
+    assert seed_run[-1] == "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
+    assert options(run_args, "--restart") == ["unless-stopped"]
+    assert [label.split("=")[0] for label in options(run_args, "--label")] == [
+        "ascend-vllm-fleet.instance", "ascend-vllm-fleet.host", "ascend-vllm-fleet.config-hash"]
+
+
+def test_environment_and_serve_flags_are_the_seeds(rendered):
+    _, run_args, serve_args = rendered
+    _, seed_serve, seed_env = seed_commands()
+    assert ["%s=%s" % item for item in seed_env.items()] == options(run_args, "-e")
+    assert serve_args == seed_serve
+
+
+def test_script_is_runnable_shell_and_holds_no_secret(rendered):
+    script, _, _ = rendered
+    assert script.startswith("#!/bin/sh\n") and "docker rm -f vllm-ascend" in script
+    assert "API_KEY" not in script
