@@ -210,6 +210,14 @@ def test_unreachable_registry_is_explained(fleet, deployed):
     assert "vllm_image_registry_mirror" in text and "vllm_image_offline_tarball" in text
 
 
+def test_digest_pin_catches_another_image(fleet, deployed):
+    wrong = "sha256:" + "0" * 64
+    run = fleet.play("--limit", "deploy-b", "--tags", "image", "-e", "vllm_image_digest=%s" % wrong)
+    assert run.rc != 0
+    text = failure_text(run, "deploy-b")
+    assert "its digests are" in text and wrong in text and "the tag now points at another image" in text, text
+
+
 def test_absent_image_and_absent_offline_archive_is_explained(fleet, deployed, tmp_path):
     archive = tmp_path / "vllm-ascend-v9.tar"
     run = fleet.play("--limit", "deploy-b", "--tags", "image", "-e", "vllm_image_version=v9.9.9",
