@@ -2,12 +2,11 @@
 import os
 import pathlib
 import socket
-import struct
 import sys
-import zlib
 
 import ansible_runner
 import pytest
+from ascend_images import png_image  # noqa: F401  (module_utils/, shared with the modules)
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # The real-machine samples and the seed live in the project's shared folder beside the repository.
@@ -36,18 +35,23 @@ def fixture_names():
     return names
 
 
-def png_bytes(width, height):
-    """A valid RGB PNG of the given size (a gradient), made with the standard library only."""
-    row_pattern = bytes((x * 255 // max(1, width - 1)) for x in range(width))
-    rows = b"".join(b"\x00" + bytes(v for value in row_pattern for v in (value, y % 256, 128))
-                    for y in range(height))
+def load_library_module(name):
+    """Import a module of library/ as Ansible would run it, with this repository's module_utils."""
+    import importlib
 
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    import ansible.module_utils
 
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 1))
-            + chunk(b"IEND", b""))
+    for path in (REPO / "module_utils").glob("*.py"):
+        qualified = "ansible.module_utils." + path.stem
+        if qualified not in sys.modules:
+            spec = importlib.util.spec_from_file_location(qualified, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[qualified] = module
+            setattr(ansible.module_utils, path.stem, module)
+    if str(REPO / "library") not in sys.path:
+        sys.path.insert(0, str(REPO / "library"))
+    return importlib.import_module(name)
 
 
 def free_port():

@@ -8,7 +8,7 @@ import uuid
 import pytest
 import requests
 
-from conftest import free_port, png_bytes
+from conftest import free_port, png_image
 from twin.lifecycle import IMAGE_REPOSITORY, IMAGE_TAGS, Twin
 
 pytestmark = pytest.mark.docker
@@ -125,7 +125,7 @@ AUTH = {"Authorization": "Bearer sk-twin-test"}
 
 
 def chat_body(width, height, max_tokens, **extra):
-    url = "data:image/png;base64," + base64.b64encode(png_bytes(width, height)).decode()
+    url = "data:image/png;base64," + base64.b64encode(png_image(width, height)).decode()
     body = {"model": MODEL, "max_tokens": max_tokens, "messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "请描述一下图片"}]}]}
     body.update(extra)

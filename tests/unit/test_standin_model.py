@@ -4,11 +4,12 @@ import struct
 
 import pytest
 
-from conftest import png_bytes
+from conftest import load_library_module, png_image
 from twin.vllm_standin import engine, images
 from twin.vllm_standin.server import count_prompt
 
 SEED_PROMPT = "描述一下图片"
+percentile = load_library_module("vllm_benchmark").percentile
 
 
 @pytest.mark.parametrize("size,tokens", [((1920, 1080), 2040), ((1280, 720), 880), ((640, 480), 300)])
@@ -26,7 +27,7 @@ def test_tiny_images_are_scaled_up_to_the_minimum_pixels():
 
 @pytest.mark.parametrize("width,height", [(640, 480), (33, 7)])
 def test_image_size_of_png(width, height):
-    assert images.image_size(png_bytes(width, height)) == (width, height)
+    assert images.image_size(png_image(width, height)) == (width, height)
 
 
 def test_image_size_of_jpeg_gif_bmp():
@@ -45,7 +46,7 @@ def test_unknown_image_bytes_are_refused():
 
 def seed_prompt_tokens(width, height):
     """Prompt tokens the stand-in counts for the seed's request at one image size."""
-    url = "data:image/png;base64," + base64.b64encode(png_bytes(width, height)).decode()
+    url = "data:image/png;base64," + base64.b64encode(png_image(width, height)).decode()
     body = {"messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": SEED_PROMPT}]}]}
     return count_prompt(body)
@@ -65,7 +66,7 @@ def test_one_256_token_answer_alone_takes_about_23_s(size):
 
 def test_p95_at_640x480_32_tokens_concurrency_32_is_about_4_2_s():
     results = engine.simulate_closed_loop(seed_prompt_tokens(640, 480), 32, concurrency=32, requests=64)
-    p95 = engine.percentile([r.latency_s for r in results], 95)
+    p95 = percentile([r.latency_s for r in results], 95)
     assert p95 == pytest.approx(4.2, rel=0.05)
 
 
@@ -86,8 +87,3 @@ def test_closed_loop_keeps_concurrency_requests_in_flight():
     assert sum(1 for r in results if r.sent_s == 0) == 8
 
 
-def test_percentile_is_linear_between_closest_ranks():
-    values = [1, 2, 3, 4, 10]
-    assert engine.percentile(values, 50) == 3
-    assert engine.percentile(values, 95) == pytest.approx(4 + 0.8 * 6)
-    assert engine.percentile([5], 99) == 5

@@ -16,7 +16,6 @@ prefill is cheap next to decode.
 """
 import collections
 import dataclasses
-import math
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,14 +138,3 @@ def simulate_closed_loop(prompt_tokens, output_tokens, concurrency, requests, mo
             if sent < requests:
                 send()
     return results
-
-
-def percentile(values, q):
-    """Linear interpolation between closest ranks (numpy's default method)."""
-    ordered = sorted(values)
-    if not ordered:
-        raise ValueError("percentile of no values")
-    rank = (len(ordered) - 1) * q / 100.0
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)

@@ -4,7 +4,10 @@ Twin knobs (environment):
 - ``VLLM_TWIN_SPEED``: how many times faster than a real 310P pair to run (default 1: real time);
 - ``VLLM_TWIN_LOAD_S``: model load time in real-hardware seconds before the port opens (default 90);
 - ``VLLM_TWIN_REQUEST_LOG``: JSON Lines file with one line per finished request, the server's own timings
-  (default ``/root/.cache/vllm-twin/requests-<port>.jsonl``, which the seed's cache mount puts on the host).
+  (default ``/root/.cache/vllm-twin/requests-<port>.jsonl``, which the seed's cache mount puts on the host);
+- ``VLLM_TWIN_FAULTS``: faults to inject, as JSON mapping a kind to the sequence numbers (1, 2, ... in arrival
+  order) of the chat requests that get it: ``500`` (an internal server error), ``reset`` (the connection is
+  reset after a few streamed tokens), ``stall`` (no byte for ``VLLM_TWIN_STALL_S`` seconds, default 3600).
 """
 import base64
 import binascii
@@ -13,7 +16,10 @@ import http.server
 import json
 import os
 import queue
+import socket
 import socketserver
+import struct
+import sys
 import threading
 import time
 import urllib.request
@@ -36,6 +42,10 @@ class ApiError(Exception):
         super().__init__(message)
         self.status = status
         self.kind = kind
+
+
+class InjectedReset(Exception):
+    """Raised after the stand-in reset a client's connection on purpose (VLLM_TWIN_FAULTS)."""
 
 
 class Engine:
@@ -92,6 +102,16 @@ class State:
             "VLLM_TWIN_REQUEST_LOG", "/root/.cache/vllm-twin/requests-%d.jsonl" % args.port)
         self.log_lock = threading.Lock()
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+        self.faults = {int(number): kind for kind, numbers in json.loads(os.environ.get("VLLM_TWIN_FAULTS", "{}"))
+                       .items() for number in numbers}
+        self.stall_s = float(os.environ.get("VLLM_TWIN_STALL_S", "3600"))
+        self.sequence = 0
+
+    def next_fault(self):
+        """The fault planned for the chat request arriving now, if any."""
+        with self.log_lock:
+            self.sequence += 1
+            return self.faults.get(self.sequence)
 
     def log_request(self, record):
         with self.log_lock, open(self.log_path, "a") as handle:
@@ -236,7 +256,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except ApiError as error:
             self.send_error_json(error)
             return
-        self.complete(body, request, received)
+        fault = self.state.next_fault()
+        if fault == "500":
+            self.send_error_json(ApiError(500, "twin: injected internal server error", "InternalServerError"))
+            return
+        if fault == "stall":
+            time.sleep(self.state.stall_s)
+        self.complete(body, request, received, reset=fault == "reset")
 
     def validate(self, body):
         if not isinstance(body, dict):
@@ -259,7 +285,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return {"model": model, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
                 "output_tokens": answer_length(body, prompt_tokens, max_tokens)}
 
-    def complete(self, body, request, received):
+    def complete(self, body, request, received, reset=False):
         events = self.state.engine.submit(request["prompt_tokens"], request["output_tokens"])
         request_id = "chatcmpl-" + uuid.uuid4().hex
         stream = bool(body.get("stream"))
@@ -267,15 +293,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
                   "max_tokens": request["max_tokens"], "stream": stream, "status": "ok"}
         try:
             if stream:
-                first, finished, emitted = self.stream(body, request, request_id, events)
+                first, finished, emitted = self.stream(body, request, request_id, events, reset)
             else:
                 first, finished, emitted = self.reply(request, request_id, events)
         except (BrokenPipeError, ConnectionResetError):
             record["status"] = "client_disconnected"
             first, finished, emitted = None, time.time(), None
+        except InjectedReset:
+            record["status"] = "reset"
+            first, finished, emitted = None, time.time(), None
         record.update({"first_token_s": first, "finished_s": finished, "completion_tokens": emitted,
                        "latency_s": finished - received})
         self.state.log_request(record)
+
+    def reset_connection(self):
+        """Close the client's connection with a TCP reset, as a crashing server process does."""
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+        raise InjectedReset()
 
     def wait_tokens(self, events):
         """Yield (time, tokens so far, last) as the engine emits this request's tokens."""
@@ -304,7 +340,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "usage": self.usage(request, emitted)})
         return first, time.time(), emitted
 
-    def stream(self, body, request, request_id, events):
+    def stream(self, body, request, request_id, events, reset=False):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -324,6 +360,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         first = emitted = None
         for _, emitted, done in self.wait_tokens(events):
             first = first or time.time()
+            if reset and emitted == 3:
+                self.reset_connection()
             chunk(dict(base, choices=[{"index": 0, "delta": {"content": answer_piece(emitted - 1)},
                                        "finish_reason": self.finish_reason(request, emitted) if done else None}]))
         if include_usage:
@@ -338,6 +376,11 @@ class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 512
+
+    def handle_error(self, request, client_address):
+        # A client that went away (or a connection reset on purpose) is not a server error worth a traceback.
+        if not isinstance(sys.exc_info()[1], (OSError, InjectedReset)):
+            super().handle_error(request, client_address)
 
 
 def serve(args, model_path, config):
