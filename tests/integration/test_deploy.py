@@ -227,6 +227,23 @@ def test_absent_image_and_absent_offline_archive_is_explained(fleet, deployed, t
     assert "offline archive %s does not exist on the controller" % archive in text, text
 
 
+def test_benchmark_playbook_reports_both_hosts(fleet, deployed, tmp_path):
+    run = fleet.play("-e", "vllm_bench_reports_dir=%s" % tmp_path, playbook="playbooks/benchmark.yml")
+    assert run.rc == 0, run.stdout
+    (report_dir,) = list(tmp_path.iterdir())
+    assert sorted(p.name for p in (report_dir / "raw").iterdir()) == ["deploy-a", "deploy-b"]
+    summary = json.loads((report_dir / "summary.json").read_text())
+    # The quick preset: 3 image sizes x 2 output lengths x 2 concurrency levels, on each instance.
+    assert summary["instances"] == 2 and summary["groups"] == 24 and summary["unreliable_groups"] == []
+    assert {(r["image_size"], r["max_tokens"]) for r in summary["recommended"]} == {
+        (size, tokens) for size in ("640x480", "1280x720", "1920x1080") for tokens in (32, 256)}
+    markdown = (report_dir / "report.md").read_text()
+    for chart in ("p95_by_image_size.png", "p95_by_max_tokens.png", "throughput.png", "ttft.png", "instances.png"):
+        assert (report_dir / chart).stat().st_size > 1000 and chart in markdown
+    lines = (report_dir / "results.csv").read_text().splitlines()
+    assert len(lines) == 1 + 24 and lines[0].startswith("host,instance,image_size,max_tokens,concurrency")
+
+
 def test_teardown_leaves_nothing_of_ours(fleet, deployed):
     run = fleet.play(playbook="playbooks/teardown.yml")
     assert run.rc == 0, run.stdout

@@ -267,7 +267,8 @@ class Twin:
         if not ids:
             return []
         ours = []
-        for info in json.loads(docker("inspect", *ids).stdout):
+        # A container may go away between the listing and the inspection; inspect reports the others.
+        for info in json.loads(docker("inspect", *ids, check=False).stdout or "[]"):
             sources = [mount.get("Source", "") for mount in info.get("Mounts", [])]
             sources += [device.get("PathOnHost", "") for device in info["HostConfig"].get("Devices") or []]
             if any(source.startswith(str(self.home) + "/") for source in sources):

@@ -81,7 +81,8 @@ def test_port_shm_and_image_follow_the_seed_without_privileged(rendered):
     assert seed_run[-1] == "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
     assert options(run_args, "--restart") == ["unless-stopped"]
     assert [label.split("=")[0] for label in options(run_args, "--label")] == [
-        "ascend-vllm-fleet.instance", "ascend-vllm-fleet.host", "ascend-vllm-fleet.config-hash"]
+        "ascend-vllm-fleet.instance", "ascend-vllm-fleet.host", "ascend-vllm-fleet.port",
+        "ascend-vllm-fleet.served-name", "ascend-vllm-fleet.config-hash"]
 
 
 def test_environment_and_serve_flags_are_the_seeds(rendered):

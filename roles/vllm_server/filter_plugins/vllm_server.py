@@ -72,6 +72,9 @@ def vllm_server_docker_run(instance, settings):
              ["--restart", settings["restart_policy"]],
              ["--label", "%s.instance=%s" % (settings["label_prefix"], instance["name"])],
              ["--label", "%s.host=%s" % (settings["label_prefix"], settings["host"])],
+             # Read by the benchmark and the verify suite to find what each container serves, and where.
+             ["--label", "%s.port=%d" % (settings["label_prefix"], instance["port"])],
+             ["--label", "%s.served-name=%s" % (settings["label_prefix"], settings["served_name"])],
              ["--shm-size", settings["shm_size"]]]
     if settings["privileged"]:
         lines.append(["--privileged"])

@@ -1,0 +1,1 @@
+"""ascend-vllm-fleet controller-side tools: the benchmark report (and the CLI)."""
