@@ -253,10 +253,11 @@ def mean(values):
 class Result:
     """One request's outcome; times are time.monotonic() seconds."""
 
-    __slots__ = ("sent", "first_token", "finished", "prompt_tokens", "completion_tokens", "error")
+    __slots__ = ("sent", "first_token", "finished", "prompt_tokens", "completion_tokens", "error", "request_id")
 
     def __init__(self, sent):
         self.sent = sent
+        self.request_id = None  # the server's id of the completion, to match its logs
         self.first_token = self.finished = None
         self.prompt_tokens = self.completion_tokens = None
         self.error = None
@@ -399,6 +400,7 @@ class Endpoint:
                 done = True
                 continue
             event = json.loads(payload)
+            result.request_id = result.request_id or event.get("id")
             for choice in event.get("choices") or []:
                 if result.first_token is None and (choice.get("delta") or {}).get("content"):
                     result.first_token = time.monotonic()

@@ -6,7 +6,9 @@ import sys
 
 import ansible_runner
 import pytest
+
 from ascend_images import png_image  # noqa: F401  (module_utils/, shared with the modules)
+from ascend_vllm_fleet.modules import load_library_module  # noqa: F401
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # The real-machine samples and the seed live in the project's shared folder beside the repository.
@@ -33,25 +35,6 @@ def fixture_names():
     names = sorted(path.name for path in FIXTURES.glob("*.txt"))
     assert names, "no npu-smi samples found under %s (set ASCEND_FLEET_SHARED)" % FIXTURES
     return names
-
-
-def load_library_module(name):
-    """Import a module of library/ as Ansible would run it, with this repository's module_utils."""
-    import importlib
-
-    import ansible.module_utils
-
-    for path in (REPO / "module_utils").glob("*.py"):
-        qualified = "ansible.module_utils." + path.stem
-        if qualified not in sys.modules:
-            spec = importlib.util.spec_from_file_location(qualified, path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            sys.modules[qualified] = module
-            setattr(ansible.module_utils, path.stem, module)
-    if str(REPO / "library") not in sys.path:
-        sys.path.insert(0, str(REPO / "library"))
-    return importlib.import_module(name)
 
 
 def free_port():

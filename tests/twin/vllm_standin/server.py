@@ -4,7 +4,9 @@ Twin knobs (environment):
 - ``VLLM_TWIN_SPEED``: how many times faster than a real 310P pair to run (default 1: real time);
 - ``VLLM_TWIN_LOAD_S``: model load time in real-hardware seconds before the port opens (default 90);
 - ``VLLM_TWIN_REQUEST_LOG``: JSON Lines file with one line per finished request, the server's own timings
-  (default ``/root/.cache/vllm-twin/requests-<port>.jsonl``, which the seed's cache mount puts on the host);
+  (default ``/root/.cache/vllm-twin/requests-<port>.jsonl``, which the seed's cache mount puts on the host).
+  ``received_s`` is when the request's body was read, ``finished_s`` when the last bytes were handed to the
+  socket;
 - ``VLLM_TWIN_FAULTS``: faults to inject, as JSON mapping a kind to the sequence numbers (1, 2, ... in arrival
   order) of the chat requests that get it: ``500`` (an internal server error), ``reset`` (the connection is
   reset after a few streamed tokens), ``stall`` (no byte for ``VLLM_TWIN_STALL_S`` seconds, default 3600).
@@ -333,12 +335,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         for when, count, _ in self.wait_tokens(events):
             first, emitted = first or when, count
         text = "".join(answer_piece(i) for i in range(emitted))
+        finished = time.time()
         self.send_json(200, {
             "id": request_id, "object": "chat.completion", "created": int(time.time()), "model": request["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                          "finish_reason": self.finish_reason(request, emitted)}],
             "usage": self.usage(request, emitted)})
-        return first, time.time(), emitted
+        return first, finished, emitted
 
     def stream(self, body, request, request_id, events, reset=False):
         self.send_response(200)
@@ -366,10 +369,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                        "finish_reason": self.finish_reason(request, emitted) if done else None}]))
         if include_usage:
             chunk(dict(base, choices=[], usage=self.usage(request, emitted)))
+        # Logged before the last bytes go out, so no client can send its next request before this time.
+        finished = time.time()
         chunk("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
-        return first, time.time(), emitted
+        return first, finished, emitted
 
 
 class ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
