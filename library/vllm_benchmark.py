@@ -220,6 +220,7 @@ import math
 import os
 import re
 import socket
+import sys
 import threading
 import time
 from urllib.parse import urlsplit
@@ -513,10 +514,17 @@ class Benchmark:
 
         workers = [threading.Thread(target=worker, daemon=True)
                    for _ in range(min(group["concurrency"], len(bodies)))]
-        for thread in workers:
-            thread.start()
-        for thread in workers:
-            thread.join()
+        # Hand the GIL between workers every 0.5 ms rather than 5 ms: a worker whose answer arrived must not
+        # wait behind others to read it, or its latency would include the client's own queueing.
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)
+        try:
+            for thread in workers:
+                thread.start()
+            for thread in workers:
+                thread.join()
+        finally:
+            sys.setswitchinterval(switch_interval)
         return results
 
 
