@@ -42,12 +42,14 @@ class Fleet:
     def __init__(self, base):
         self.base = base
         self.tag = uuid.uuid4().hex[:6]
+        # Host names are unique per run: containers are found by their host label on the shared engine.
+        self.a, self.b = "deploy-a-" + self.tag, "deploy-b-" + self.tag
         profiles = hosts.load_profiles()
         self.hosts = {
-            "deploy-a": {"twin_profile": "seed_duo4", "vllm_server_container_name": "dep-%s-a" % self.tag,
-                         "vllm_server_port": free_port_block(4)},
-            "deploy-b": {"twin_profile": "duo2", "vllm_server_container_name": "dep-%s-b" % self.tag,
-                         "vllm_server_port": free_port_block(1)},
+            self.a: {"twin_profile": "seed_duo4", "vllm_server_container_name": "dep-%s-a" % self.tag,
+                     "vllm_server_port": free_port_block(4)},
+            self.b: {"twin_profile": "duo2", "vllm_server_container_name": "dep-%s-b" % self.tag,
+                     "vllm_server_port": free_port_block(1)},
         }
         for name, variables in self.hosts.items():
             variables["twin_root"] = str(base / "hosts" / name)
@@ -135,95 +137,109 @@ def test_fresh_deploy_serves_then_repeats_change_nothing(fleet, deployed):
 
 def test_changed_variable_replaces_only_the_affected_container(fleet, deployed):
     before = {host: inspect(fleet.name(host))["Id"] for host in fleet.hosts}
-    check = fleet.play("--check", "--diff", **{"deploy-a": {"vllm_server_max_model_len": 4096}})
+    check = fleet.play("--check", "--diff", **{fleet.a: {"vllm_server_max_model_len": 4096}})
     assert check.rc == 0 and "--max-model-len 4096" in check.stdout
     assert {host: inspect(fleet.name(host))["Id"] for host in fleet.hosts} == before, "--check changed a container"
-    run = fleet.play(**{"deploy-a": {"vllm_server_max_model_len": 4096}})
+    run = fleet.play(**{fleet.a: {"vllm_server_max_model_len": 4096}})
     assert run.rc == 0, run.stdout
     after = {host: inspect(fleet.name(host))["Id"] for host in fleet.hosts}
-    assert after["deploy-a"] != before["deploy-a"] and after["deploy-b"] == before["deploy-b"]
-    assert "4096" in inspect(fleet.name("deploy-a"))["Args"]
-    assert serves(fleet.port("deploy-a"))
+    assert after[fleet.a] != before[fleet.a] and after[fleet.b] == before[fleet.b]
+    assert "4096" in inspect(fleet.name(fleet.a))["Args"]
+    assert serves(fleet.port(fleet.a))
     assert fleet.play().rc == 0  # back to the inventory's settings
 
 
 def test_bad_change_fails_with_the_servers_error_and_the_previous_container_serves(fleet, deployed):
-    before = inspect(fleet.name("deploy-b"))["Id"]
-    run = fleet.play(**{"deploy-b": {"vllm_server_dtype": "bfloat16"}})
-    assert run.rc != 0 and run.failed_hosts() == ["deploy-b"]
-    text = failure_text(run, "deploy-b")
+    before = inspect(fleet.name(fleet.b))["Id"]
+    run = fleet.play(**{fleet.b: {"vllm_server_dtype": "bfloat16"}})
+    assert run.rc != 0 and run.failed_hosts() == [fleet.b]
+    text = failure_text(run, fleet.b)
     assert "does not support dtype bfloat16" in text, text
     assert "The previous container is serving again" in text
-    restored = inspect(fleet.name("deploy-b"))
+    restored = inspect(fleet.name(fleet.b))
     assert restored["Id"] == before and restored["State"]["Running"]
-    assert serves(fleet.port("deploy-b"))
-    assert inspect(fleet.name("deploy-b") + "-previous") is None
-    assert serves(fleet.port("deploy-a")), "the other host must be untouched"
+    assert serves(fleet.port(fleet.b))
+    assert inspect(fleet.name(fleet.b) + "-previous") is None
+    assert serves(fleet.port(fleet.a)), "the other host must be untouched"
 
 
 def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
-    run = fleet.play(**{"deploy-a": {"vllm_server_layout": "per_card"}})
+    run = fleet.play(**{fleet.a: {"vllm_server_layout": "per_card"}})
     assert run.rc == 0, run.stdout
-    assert inspect(fleet.name("deploy-a")) is None, "the single-layout container must be gone"
+    assert inspect(fleet.name(fleet.a)) is None, "the single-layout container must be gone"
     for index, npu_id in enumerate([1, 2, 4, 5]):
-        container = inspect("%s-npu%d" % (fleet.name("deploy-a"), npu_id))
+        container = inspect("%s-npu%d" % (fleet.name(fleet.a), npu_id))
         davinci = sorted(device["PathInContainer"] for device in container["HostConfig"]["Devices"]
                          if device["PathInContainer"][len("/dev/davinci"):].isdigit())
         assert davinci == ["/dev/davinci%d" % (2 * index), "/dev/davinci%d" % (2 * index + 1)]
-        assert serves(fleet.port("deploy-a") + index)
+        assert serves(fleet.port(fleet.a) + index)
     back = fleet.play()
-    assert back.rc == 0 and serves(fleet.port("deploy-a"))
-    assert inspect("%s-npu1" % fleet.name("deploy-a")) is None
+    assert back.rc == 0 and serves(fleet.port(fleet.a))
+    assert inspect("%s-npu1" % fleet.name(fleet.a)) is None
 
 
 def test_api_key_stays_in_a_root_only_file(fleet, deployed):
     key = "sk-" + uuid.uuid4().hex
-    run = fleet.play(**{"deploy-b": {"vllm_server_api_key": key}})
+    run = fleet.play(**{fleet.b: {"vllm_server_api_key": key}})
     assert run.rc == 0, run.stdout
-    config = os.path.join(fleet.root("deploy-b"), "etc/vllm-ascend")
-    env_file = os.path.join(config, fleet.name("deploy-b") + ".env")
+    config = os.path.join(fleet.root(fleet.b), "etc/vllm-ascend")
+    env_file = os.path.join(config, fleet.name(fleet.b) + ".env")
     assert stat.S_IMODE(os.stat(env_file).st_mode) == 0o600
-    assert key not in open(os.path.join(config, fleet.name("deploy-b") + ".sh")).read()
+    assert key not in open(os.path.join(config, fleet.name(fleet.b) + ".sh")).read()
     assert key not in run.stdout and all(key not in json.dumps(event) for event in run.events)
-    assert not serves(fleet.port("deploy-b")) and serves(fleet.port("deploy-b"), api_key=key)
+    assert not serves(fleet.port(fleet.b)) and serves(fleet.port(fleet.b), api_key=key)
     assert fleet.play().rc == 0 and not os.path.exists(env_file)
 
 
 def test_missing_shard_is_named(fleet, deployed):
-    shard = os.path.join(fleet.root("deploy-b"), "data/models", MODEL, "model-00003-of-00004.safetensors")
+    shard = os.path.join(fleet.root(fleet.b), "data/models", MODEL, "model-00003-of-00004.safetensors")
     os.rename(shard, shard + ".away")
     try:
-        run = fleet.play("--limit", "deploy-b", "--tags", "model")
+        run = fleet.play("--limit", fleet.b, "--tags", "model")
     finally:
         os.rename(shard + ".away", shard)
     assert run.rc != 0
-    text = failure_text(run, "deploy-b")
+    text = failure_text(run, fleet.b)
     assert "is incomplete" in text and "missing: model-00003-of-00004.safetensors" in text, text
 
 
+def test_incomplete_model_is_staged_from_the_controller(fleet, deployed, tmp_path):
+    source = tmp_path / MODEL
+    hosts.build_model(source)
+    shard = os.path.join(fleet.root(fleet.b), "data/models", MODEL, "model-00002-of-00004.safetensors")
+    open(shard, "w").close()  # an interrupted copy leaves an empty shard
+    run = fleet.play("--limit", fleet.b, "--tags", "model", "-e", "model_weights_source=controller",
+                     "-e", "model_weights_controller_dir=%s" % source)
+    assert run.rc == 0, run.stdout
+    assert os.path.getsize(shard) > 0 and run.changed() > 0
+    again = fleet.play("--limit", fleet.b, "--tags", "model", "-e", "model_weights_source=controller",
+                       "-e", "model_weights_controller_dir=%s" % source)
+    assert again.rc == 0 and again.changed() == 0
+
+
 def test_unreachable_registry_is_explained(fleet, deployed):
-    run = fleet.play("--limit", "deploy-b", "--tags", "image", "-e", "vllm_image_registry_mirror=127.0.0.1:9",
+    run = fleet.play("--limit", fleet.b, "--tags", "image", "-e", "vllm_image_registry_mirror=127.0.0.1:9",
                      "-e", "vllm_image_pull_retries=2", "-e", "vllm_image_pull_delay=0.1")
     assert run.rc != 0
-    text = failure_text(run, "deploy-b")
+    text = failure_text(run, fleet.b)
     assert "could not pull 127.0.0.1:9/ascend/vllm-ascend:v0.18.0rc1-310p after 2 attempts" in text, text
     assert "vllm_image_registry_mirror" in text and "vllm_image_offline_tarball" in text
 
 
 def test_digest_pin_catches_another_image(fleet, deployed):
     wrong = "sha256:" + "0" * 64
-    run = fleet.play("--limit", "deploy-b", "--tags", "image", "-e", "vllm_image_digest=%s" % wrong)
+    run = fleet.play("--limit", fleet.b, "--tags", "image", "-e", "vllm_image_digest=%s" % wrong)
     assert run.rc != 0
-    text = failure_text(run, "deploy-b")
+    text = failure_text(run, fleet.b)
     assert "its digests are" in text and wrong in text and "the tag now points at another image" in text, text
 
 
 def test_absent_image_and_absent_offline_archive_is_explained(fleet, deployed, tmp_path):
     archive = tmp_path / "vllm-ascend-v9.tar"
-    run = fleet.play("--limit", "deploy-b", "--tags", "image", "-e", "vllm_image_version=v9.9.9",
+    run = fleet.play("--limit", fleet.b, "--tags", "image", "-e", "vllm_image_version=v9.9.9",
                      "-e", "vllm_image_offline_tarball=%s" % archive)
     assert run.rc != 0
-    text = failure_text(run, "deploy-b")
+    text = failure_text(run, fleet.b)
     assert "offline archive %s does not exist on the controller" % archive in text, text
 
 
@@ -231,7 +247,7 @@ def test_benchmark_playbook_reports_both_hosts(fleet, deployed, tmp_path):
     run = fleet.play("-e", "vllm_bench_reports_dir=%s" % tmp_path, playbook="playbooks/benchmark.yml")
     assert run.rc == 0, run.stdout
     (report_dir,) = list(tmp_path.iterdir())
-    assert sorted(p.name for p in (report_dir / "raw").iterdir()) == ["deploy-a", "deploy-b"]
+    assert sorted(p.name for p in (report_dir / "raw").iterdir()) == [fleet.a, fleet.b]
     summary = json.loads((report_dir / "summary.json").read_text())
     # The quick preset: 3 image sizes x 2 output lengths x 2 concurrency levels, on each instance.
     assert summary["instances"] == 2 and summary["groups"] == 24 and summary["unreliable_groups"] == []

@@ -1,10 +1,11 @@
 """site.yml --tags preflight on twin hosts with one fault each, in one run (no Docker needed: the emulator is)."""
 import os
+import platform
 
 import pytest
 import yaml
 
-from conftest import REPO, run_playbook
+from conftest import REPO, load_library_module, run_playbook
 from twin import hosts
 
 BAD_HOSTS = {
@@ -35,6 +36,10 @@ def fleet(tmp_path_factory):
     (inventory_dir / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"ascend": {
         "hosts": inventory_hosts}}}}))
     return base, inventory_dir / "hosts.yml"
+
+
+def npu_facts_cpu_model():
+    return load_library_module("npu_facts").cpu_model()
 
 
 def play(base, inventory, *extra):
@@ -71,7 +76,9 @@ def test_each_bad_host_fails_with_its_own_message(fleet, check_mode):
             if other != host:
                 assert other_expected[0] not in message, "%s reports %s's fault" % (host, other)
     (lines,) = [result["msg"] for result in run.results("Summarise the fleet").values()]
-    assert "good: PASSED" in lines
+    assert [line for line in lines if line.startswith("good: ")] == [
+        "good: PASSED (%s %s; 2 card(s) Atlas 300I Duo, 4 chip(s); driver 25.5.2, firmware 7.8.0.7.220)"
+        % (platform.machine(), npu_facts_cpu_model())]
     assert sorted(line.split(":")[0] for line in lines if ": FAILED: " in line) == sorted(BAD_HOSTS)
     assert run.changed() == 0
     assert snapshot(base / "hosts") == before

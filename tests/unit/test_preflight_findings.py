@@ -40,8 +40,12 @@ def only_failure(result):
     return result["failures"][0]
 
 
-def test_good_host_passes():
-    assert judge(duo_facts()) == {"failures": [], "warnings": [], "excluded_npu_ids": []}
+def test_good_host_passes_and_is_described():
+    facts = dict(duo_facts(), cpu_model="Kunpeng-920", card_count=2, chip_count=4)
+    result = judge(facts)
+    assert (result["failures"], result["warnings"], result["excluded_npu_ids"]) == ([], [], [])
+    assert result["description"] == ("aarch64 Kunpeng-920; 2 card(s) Atlas 300I Duo, 4 chip(s); driver 25.5.2, "
+                                     "firmware 7.8.0.7.220")
 
 
 def test_24x_driver_gets_its_own_explanation():
@@ -176,11 +180,11 @@ def test_disk_space_uses_the_longest_matching_mount():
 
 
 def test_summary_lists_every_host():
-    passed = {"failures": [], "warnings": []}
+    passed = {"failures": [], "warnings": [], "description": "aarch64 Kunpeng-920"}
     failed = {"failures": [{"message": "driver version: found 24.1"}], "warnings": []}
     hostvars = {"a": {"ascend_preflight_result": passed}, "b": {"ascend_preflight_result": failed}, "c": {}}
     assert preflight.ascend_preflight_summary(hostvars, ["a", "b", "c"]) == [
-        "a: PASSED", "b: FAILED: driver version: found 24.1",
+        "a: PASSED (aarch64 Kunpeng-920)", "b: FAILED: driver version: found 24.1",
         "c: NO RESULT (unreachable, or failed before the checks ran)"]
 
 

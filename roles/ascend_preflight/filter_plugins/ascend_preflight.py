@@ -203,7 +203,18 @@ def ascend_preflight_findings(facts, settings):
         failures.extend(check_devices(facts))
         failures.extend(check_processes(facts, settings.get("own_container_ids")))
     failures.extend(check_disk(settings.get("disk_checks"), settings.get("mounts")))
-    return {"failures": failures, "warnings": warnings, "excluded_npu_ids": excluded}
+    return {"failures": failures, "warnings": warnings, "excluded_npu_ids": excluded,
+            "description": describe(facts, architecture)}
+
+
+def describe(facts, architecture):
+    """What the host is, in one line for the summary: CPU, cards, chips, driver, firmware."""
+    products = sorted({card.get("product_type") or "unknown product" for card in facts.get("cards", [])})
+    return "%s %s; %s card(s) %s, %s chip(s); driver %s, firmware %s" % (
+        architecture, facts.get("cpu_model") or "unknown CPU", facts.get("card_count", 0),
+        "/".join(products) or "", facts.get("chip_count", 0),
+        facts.get("driver_version") or facts.get("driver_version_file") or "unknown",
+        facts.get("firmware_version") or "unknown")
 
 
 def ascend_preflight_summary(hostvars, hosts, result_var="ascend_preflight_result"):
@@ -216,9 +227,10 @@ def ascend_preflight_summary(hostvars, hosts, result_var="ascend_preflight_resul
         elif result["failures"]:
             lines.append("%s: FAILED: %s" % (host, " | ".join(f["message"] for f in result["failures"])))
         elif result["warnings"]:
-            lines.append("%s: PASSED with warnings: %s" % (host, " | ".join(w["message"] for w in result["warnings"])))
+            lines.append("%s: PASSED with warnings (%s): %s" % (
+                host, result.get("description"), " | ".join(w["message"] for w in result["warnings"])))
         else:
-            lines.append("%s: PASSED" % host)
+            lines.append("%s: PASSED (%s)" % (host, result.get("description")))
     return lines
 
 
