@@ -7,81 +7,19 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import uuid
 
 import pytest
 import requests
-import yaml
 
-from conftest import REPO, free_port, run_playbook
+from conftest import REPO
 from twin import hosts
 from twin.lifecycle import Twin
+from twin_fleet import Fleet
 
 pytestmark = pytest.mark.docker
 MODEL = "Qwen3-VL-8B-Instruct"
-
-
-def free_port_block(size):
-    """A base port whose next `size` ports are free too."""
-    while True:
-        base = free_port()
-        if base + size < 65535 and all(_free(base + offset) for offset in range(size)):
-            return base
-
-
-def _free(port):
-    import socket
-
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) != 0
-
-
-class Fleet:
-    """Two private twin hosts and an inventory whose host variables a test can change."""
-
-    def __init__(self, base):
-        self.base = base
-        self.tag = uuid.uuid4().hex[:6]
-        # Host names are unique per run: containers are found by their host label on the shared engine.
-        self.a, self.b = "deploy-a-" + self.tag, "deploy-b-" + self.tag
-        profiles = hosts.load_profiles()
-        self.hosts = {
-            self.a: {"twin_profile": "seed_duo4", "vllm_server_container_name": "dep-%s-a" % self.tag,
-                     "vllm_server_port": free_port_block(4)},
-            self.b: {"twin_profile": "duo2", "vllm_server_container_name": "dep-%s-b" % self.tag,
-                     "vllm_server_port": free_port_block(1)},
-        }
-        for name, variables in self.hosts.items():
-            variables["twin_root"] = str(base / "hosts" / name)
-            hosts.build_root(variables["twin_root"], profiles[variables["twin_profile"]])
-        self.inventory_dir = base / "inventory"
-        self.inventory_dir.mkdir()
-        (self.inventory_dir / "group_vars").symlink_to(REPO / "inventory/twin/group_vars")
-        self.runs = 0
-        self.write()
-
-    def write(self, **overrides):
-        """Write the inventory; overrides maps a host to variables added for this run only."""
-        inventory_hosts = {name: dict(variables, **overrides.get(name, {})) for name, variables in self.hosts.items()}
-        (self.inventory_dir / "hosts.yml").write_text(yaml.safe_dump(
-            {"all": {"children": {"ascend": {"hosts": inventory_hosts}}}}))
-
-    def play(self, *args, playbook="site.yml", preflight=False, **overrides):
-        """Run a playbook; site.yml runs without its preflight phase (tested on its own) unless asked."""
-        self.write(**overrides)
-        self.runs += 1
-        if playbook == "site.yml" and not preflight:
-            args += ("--skip-tags", "preflight")
-        return run_playbook(self.base / "runs" / str(self.runs), self.inventory_dir / "hosts.yml", playbook, *args)
-
-    def root(self, host):
-        return self.hosts[host]["twin_root"]
-
-    def name(self, host):
-        return self.hosts[host]["vllm_server_container_name"]
-
-    def port(self, host):
-        return self.hosts[host]["vllm_server_port"]
 
 
 def inspect(name):
@@ -258,6 +196,36 @@ def test_benchmark_playbook_reports_both_hosts(fleet, deployed, tmp_path):
         assert (report_dir / chart).stat().st_size > 1000 and chart in markdown
     lines = (report_dir / "results.csv").read_text().splitlines()
     assert len(lines) == 1 + 24 and lines[0].startswith("host,instance,image_size,max_tokens,concurrency")
+
+
+def verify(fleet):
+    """The verify suite, run exactly as an operator runs it against an inventory."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "tests/verify", "--hosts=ansible://ascend",
+                             "--ansible-inventory=%s" % (fleet.inventory_dir / "hosts.yml"), "-p", "no:cacheprovider",
+                             "-q"], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            universal_newlines=True, timeout=600)
+    return result.returncode, result.stdout
+
+
+def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed):
+    fleet.write()
+    code, output = verify(fleet)
+    assert code == 0, output
+    name_b = fleet.name(fleet.b)
+    subprocess.run(["docker", "stop", name_b], check=True, stdout=subprocess.DEVNULL)
+    code, output = verify(fleet)
+    assert code != 0 and "%s, instance %s: container is exited" % (fleet.b, name_b) in output, output
+    # Re-create it by hand with one chip fewer, from its own rendered script.
+    script = os.path.join(fleet.root(fleet.b), "etc/vllm-ascend", name_b + ".sh")
+    lines = [line for line in open(script).read().splitlines(True) if "/dev/davinci3:" not in line]
+    subprocess.run(["docker", "rm", "-f", name_b], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["sh", "-c", "".join(lines)], check=True, stdout=subprocess.DEVNULL)
+    code, output = verify(fleet)
+    assert code != 0 and "%s, instance %s: maps" % (fleet.b, name_b) in output, output
+    assert "davinci3" in output.split("planned")[-1]
+    restored = fleet.play()
+    assert restored.rc == 0, restored.stdout
+    assert verify(fleet)[0] == 0
 
 
 def test_teardown_leaves_nothing_of_ours(fleet, deployed):

@@ -1,0 +1,208 @@
+"""ascend-vllm-fleet: run the collection's playbooks with a live view of every host, and a summary at the end.
+
+Each subcommand drives a playbook through ansible-runner (verify runs the testinfra suite). The run's
+artifacts go to artifacts/<timestamp>/ without the env files, so API keys or registry passwords passed
+with -e never land on disk.
+"""
+import argparse
+import datetime
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_INVENTORY = REPO / "inventory" / "twin" / "hosts.yml"
+PLAYBOOKS = {"deploy": "site.yml", "bench": "playbooks/benchmark.yml", "teardown": "playbooks/teardown.yml"}
+EXAMPLES = {
+    "deploy": """\
+        ascend-vllm-fleet deploy -i inventory/prod/hosts.yml
+        ascend-vllm-fleet deploy -i inventory/prod/hosts.yml -l 'npu-node-0*' -e vllm_server_layout=per_card
+        ascend-vllm-fleet deploy --check            # what a run would change""",
+    "verify": """\
+        ascend-vllm-fleet verify -i inventory/prod/hosts.yml
+        ascend-vllm-fleet verify -l npu-node-07""",
+    "bench": """\
+        ascend-vllm-fleet bench --preset quick
+        ascend-vllm-fleet bench -i inventory/prod/hosts.yml --preset seed -e vllm_bench_resume=true""",
+    "report": """\
+        ascend-vllm-fleet report reports/20261130T050744Z --latency-target 5""",
+    "teardown": """\
+        ascend-vllm-fleet teardown -i inventory/prod/hosts.yml
+        ascend-vllm-fleet teardown --remove-image --remove-model""",
+}
+
+
+class HostView:
+    """What each host is doing, printed as it changes, and what it ended with."""
+
+    def __init__(self, out=sys.stdout):
+        self.out = out
+        self.phase = {}
+        self.failures = {}
+        self.unreachable = set()
+        self.report = None
+
+    def handle(self, event):
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        kind = event.get("event", "")
+        if kind == "runner_on_start" and host:
+            phase = "%s: %s" % (data.get("role") or data.get("play", ""), data.get("task", ""))
+            if self.phase.get(host) != phase:
+                self.phase[host] = phase
+                self.out.write("[%s] %s\n" % (host, phase))
+                self.out.flush()
+        elif kind == "runner_on_failed" and host and not data.get("ignore_errors"):
+            self.failures.setdefault(host, failure_reason(data))
+        elif kind == "runner_on_unreachable" and host:
+            self.unreachable.add(host)
+            self.failures.setdefault(host, "unreachable: %s" % (data.get("res") or {}).get("msg", ""))
+        elif kind == "runner_on_ok" and data.get("task") == "Show where the report is":
+            self.report = (data.get("res") or {}).get("msg")
+        elif kind == "runner_retry" and host:
+            self.out.write("[%s] still running: %s\n" % (host, data.get("task", "")))
+            self.out.flush()
+        return True
+
+
+def failure_reason(data):
+    result = data.get("res") or {}
+    message = result.get("msg") or result.get("stderr") or "failed"
+    if isinstance(message, list):
+        message = " ".join(str(part) for part in message)
+    return "%s: %s" % (data.get("task", "task"), " ".join(str(message).split())[:300])
+
+
+def summary_table(stats, view):
+    hosts = sorted(set().union(*(stats.get(key, {}) for key in ("ok", "failures", "dark", "changed", "skipped"))))
+    rows = [("host", "status", "changed", "reason")]
+    for host in hosts:
+        failed = host in stats.get("failures", {}) or host in stats.get("dark", {})
+        status = "UNREACHABLE" if host in stats.get("dark", {}) else "FAILED" if failed else "ok"
+        rows.append((host, status, str(stats.get("changed", {}).get(host, 0)),
+                     view.failures.get(host, "") if failed else ""))
+    widths = [max(len(row[index]) for row in rows[:]) for index in range(3)]
+    lines = []
+    for row in rows:
+        lines.append("  ".join(cell.ljust(widths[index]) for index, cell in enumerate(row[:3])) + "  " + row[3])
+    return "\n".join(lines), any(row[1] != "ok" for row in rows[1:])
+
+
+def extra_vars(pairs):
+    values = {}
+    for pair in pairs or []:
+        if pair.startswith("@"):
+            raise SystemExit("-e @file is not supported here; pass key=value pairs")
+        if "=" not in pair:
+            raise SystemExit("-e %r: expected key=value" % pair)
+        key, value = pair.split("=", 1)
+        try:
+            values[key] = json.loads(value)
+        except ValueError:
+            values[key] = value
+    return values
+
+
+def run_playbook(args, playbook, extravars, out=sys.stdout):
+    import ansible_runner
+
+    artifacts = REPO / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    view = HostView(out)
+    cmdline = []
+    if args.limit:
+        cmdline += ["--limit", args.limit]
+    if getattr(args, "check", False):
+        cmdline += ["--check", "--diff"]
+    # Extra variables travel in a root-only file removed after the run: ansible-runner would otherwise write
+    # them into its env files or, with those suppressed, into the command line it records in the artifacts.
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="extravars-") as handle:
+        json.dump(extravars, handle)
+        handle.flush()
+        runner = ansible_runner.run(
+            private_data_dir=str(artifacts), artifact_dir=str(artifacts), project_dir=str(REPO),
+            playbook=str(REPO / playbook), inventory=str(pathlib.Path(args.inventory).resolve()),
+            cmdline=" ".join(cmdline + ["-e", "@" + handle.name]),
+            ident=datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + args.command,
+            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True, event_handler=view.handle,
+            settings={"suppress_env_files": True})
+    table, any_failed = summary_table(runner.stats or {}, view)
+    out.write("\n%s\n" % table)
+    if view.report:
+        out.write("\n%s\n" % view.report)
+    out.write("\nartifacts: %s\n" % (artifacts / runner.config.ident))
+    return 1 if any_failed or runner.rc != 0 else 0
+
+
+def command_verify(args, out=sys.stdout):
+    # testinfra splits --hosts on commas, and every part needs its backend.
+    hosts = ",".join("ansible://" + part for part in (args.limit or "ascend").split(","))
+    command = [sys.executable, "-m", "pytest", str(REPO / "tests" / "verify"), "--hosts=" + hosts,
+               "--ansible-inventory=%s" % pathlib.Path(args.inventory).resolve(), "-p", "no:cacheprovider", "-q"]
+    out.write("running: %s\n" % " ".join(command))
+    out.flush()
+    return subprocess.run(command, cwd=str(REPO)).returncode
+
+
+def command_report(args, out=sys.stdout):
+    from . import report
+
+    summary = report.build(args.report_dir, args.latency_target)
+    out.write("report: %s (%d groups, %d instance(s), %d slow)\n" % (
+        pathlib.Path(args.report_dir) / "report.md", summary["groups"], summary["instances"],
+        len(summary["slow_instances"])))
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="ascend-vllm-fleet", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    helps = {"deploy": "preflight, then runtime, image, model and server on every host (site.yml)",
+             "verify": "check that every host still serves what the inventory says (testinfra suite)",
+             "bench": "benchmark every instance and write the fleet report",
+             "report": "rebuild a report from fetched results",
+             "teardown": "remove the containers and rendered files"}
+    for name in ("deploy", "verify", "bench", "report", "teardown"):
+        sub = commands.add_parser(name, help=helps[name], description=helps[name],
+                                  epilog="examples:\n" + textwrap.dedent(EXAMPLES[name]),
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == "report":
+            sub.add_argument("report_dir", help="folder holding raw/<host>/<instance>.jsonl")
+            sub.add_argument("--latency-target", type=float, default=10.0, help="p95 target in seconds")
+            continue
+        sub.add_argument("-i", "--inventory", default=str(DEFAULT_INVENTORY),
+                         help="inventory file (default: the twin's)")
+        sub.add_argument("-l", "--limit", help="only these hosts (an Ansible pattern)")
+        if name != "verify":
+            sub.add_argument("-e", "--extra-vars", action="append", metavar="KEY=VALUE",
+                             help="set a variable (repeatable); values are parsed as JSON when they can be")
+        if name == "deploy":
+            sub.add_argument("--check", action="store_true", help="show what would change, change nothing")
+        if name == "bench":
+            sub.add_argument("--preset", default="quick", help="quick (a smoke check) or seed (the full matrix)")
+        if name == "teardown":
+            sub.add_argument("--remove-image", action="store_true", help="also remove the image")
+            sub.add_argument("--remove-model", action="store_true", help="also remove the model folder")
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.command == "verify":
+        return command_verify(args)
+    if args.command == "report":
+        return command_report(args)
+    extravars = extra_vars(args.extra_vars)
+    if args.command == "bench":
+        extravars.setdefault("vllm_bench_preset", args.preset)
+    if args.command == "teardown":
+        extravars.setdefault("vllm_teardown_remove_image", args.remove_image)
+        extravars.setdefault("vllm_teardown_remove_model", args.remove_model)
+    return run_playbook(args, PLAYBOOKS[args.command], extravars)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Every host still serves what the inventory says it should. Each failure names the host, the instance and
+what differs."""
+import re
+
+
+def test_driver_and_firmware_are_the_required_ones(deployment):
+    ascend = deployment.ascend
+    assert ascend["ready"], "%s: npu-smi is not ready: %s" % (deployment.name, "; ".join(ascend["problems"]))
+    for what, found, variable in (("driver", ascend["driver_version"], "ascend_preflight_driver_version"),
+                                  ("firmware", ascend["firmware_version"], "ascend_preflight_firmware_version")):
+        required = deployment.setting(variable)
+        assert str(found).lower() == str(required).lower(), "%s: %s is %s, required %s" % (
+            deployment.name, what, found, required)
+
+
+def test_each_planned_container_runs_the_expected_spec(deployment):
+    prefix = deployment.setting("vllm_server_label_prefix")
+    image = deployment.setting("vllm_server_image")
+    for instance in deployment.instances():
+        where = "%s, instance %s" % (deployment.name, instance["name"])
+        container = deployment.container(instance["name"])
+        assert container is not None, "%s: no such container" % where
+        assert container["State"]["Running"], "%s: container is %s" % (where, container["State"]["Status"])
+        assert container["Config"]["Image"] == image, "%s: runs image %s, expected %s" % (
+            where, container["Config"]["Image"], image)
+        policy = container["HostConfig"]["RestartPolicy"]["Name"]
+        assert policy == deployment.setting("vllm_server_restart_policy"), "%s: restart policy %s, expected %s" % (
+            where, policy, deployment.setting("vllm_server_restart_policy"))
+        script = deployment.host.file("%s/%s.sh" % (deployment.setting("vllm_server_config_dir"), instance["name"]))
+        assert script.exists, "%s: the rendered docker run %s is missing" % (where, script.path)
+        rendered = re.search(r"%s\.config-hash=(\w+)" % re.escape(prefix), script.content_string).group(1)
+        running = container["Config"]["Labels"].get(prefix + ".config-hash")
+        assert running == rendered, "%s: config-hash label %s differs from the rendered script's %s" % (
+            where, running, rendered)
+
+
+def test_only_the_planned_chips_are_mapped(deployment):
+    for instance in deployment.instances():
+        container = deployment.container(instance["name"])
+        assert container is not None, "%s, instance %s: no such container" % (deployment.name, instance["name"])
+        mapped = sorted(device["PathOnHost"] for device in container["HostConfig"]["Devices"] or []
+                        if re.search(r"/davinci\d+$", device["PathOnHost"]))
+        assert mapped == sorted(instance["devices"]), "%s, instance %s: maps %s, planned %s" % (
+            deployment.name, instance["name"], mapped, sorted(instance["devices"]))
+
+
+def test_each_instance_listens_and_answers_an_image_request(deployment):
+    for instance in deployment.instances():
+        port = instance["port"]
+        where = "%s, instance %s" % (deployment.name, instance["name"])
+        assert deployment.host.socket("tcp://0.0.0.0:%d" % port).is_listening or deployment.host.socket(
+            "tcp://127.0.0.1:%d" % port).is_listening, "%s: nothing listens on port %d" % (where, port)
+        served = deployment.setting("vllm_server_served_name")
+        try:
+            probe = deployment.host.ansible("vllm_probe", "base_url=http://127.0.0.1:%d model=%s timeout=10 "
+                                            "max_tokens=8 image_size=320x240" % (port, served))
+        except deployment.host.ansible.AnsibleException as error:
+            raise AssertionError("%s: does not serve: %s" % (where, error.result.get("msg"))) from None
+        assert served in probe["models"] and probe["answer"] and probe["usage"]["completion_tokens"] > 0, (
+            "%s: unexpected answer %s" % (where, probe))
