@@ -131,8 +131,8 @@ class Charts:
         self.folder = pathlib.Path(folder)
         self.concurrency = axis_values(rows, "concurrency")
 
-    def lines(self, filename, title, ylabel, metric, series_key, series, **where):
-        figure, axes = self.plt.subplots(figsize=(7, 4.2), dpi=110)
+    def plot_against_concurrency(self, axes, ylabel, metric, series_key, series, where):
+        """One line per value of series_key: the fleet median of metric at each concurrency."""
         for value in series:
             points = [(c, fleet_median(self.rows, metric, concurrency=c, **dict(where, **{series_key: value})))
                       for c in self.concurrency]
@@ -143,35 +143,29 @@ class Charts:
         axes.set_xticks(self.concurrency, [str(c) for c in self.concurrency])
         axes.set_xlabel("concurrency (requests in flight)")
         axes.set_ylabel(ylabel)
-        axes.set_title(title)
         axes.grid(True, alpha=0.3)
         axes.legend(title=series_key.replace("_", " "))
+
+    def save(self, figure, filename):
         figure.tight_layout()
         figure.savefig(self.folder / filename)
         self.plt.close(figure)
         return filename
 
+    def lines(self, filename, title, ylabel, metric, series_key, series, **where):
+        figure, axes = self.plt.subplots(figsize=(7, 4.2), dpi=110)
+        self.plot_against_concurrency(axes, ylabel, metric, series_key, series, where)
+        axes.set_title(title)
+        return self.save(figure, filename)
+
     def throughput(self, filename, title, **where):
         figure, (left, right) = self.plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
-        for axes, metric, label in ((left, "rps", "requests per second"),
-                                    (right, "total_tokens_per_s", "total tokens per second")):
-            for tokens in axis_values(self.rows, "max_tokens"):
-                points = [(c, fleet_median(self.rows, metric, concurrency=c, max_tokens=tokens, **where))
-                          for c in self.concurrency]
-                points = [(c, v) for c, v in points if v is not None]
-                if points:
-                    axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=str(tokens))
-            axes.set_xscale("log", base=2)
-            axes.set_xticks(self.concurrency, [str(c) for c in self.concurrency])
-            axes.set_xlabel("concurrency")
-            axes.set_ylabel(label)
-            axes.grid(True, alpha=0.3)
-            axes.legend(title="max tokens")
+        tokens = axis_values(self.rows, "max_tokens")
+        self.plot_against_concurrency(left, "requests per second", "rps", "max_tokens", tokens, where)
+        self.plot_against_concurrency(right, "total tokens per second", "total_tokens_per_s", "max_tokens", tokens,
+                                      where)
         figure.suptitle(title)
-        figure.tight_layout()
-        figure.savefig(self.folder / filename)
-        self.plt.close(figure)
-        return filename
+        return self.save(figure, filename)
 
     def instances(self, filename, reference, entries):
         figure, axes = self.plt.subplots(figsize=(max(6, 1.1 * len(entries) + 2), 4.2), dpi=110)
@@ -186,10 +180,7 @@ class Charts:
         axes.set_title("Per instance at %s, max_tokens %s, concurrency %s" % (
             reference["image_size"], reference["max_tokens"], reference["concurrency"]))
         axes.legend()
-        figure.tight_layout()
-        figure.savefig(self.folder / filename)
-        self.plt.close(figure)
-        return filename
+        return self.save(figure, filename)
 
 
 def build(report_dir, latency_target):

@@ -2,6 +2,7 @@
 import os
 import pathlib
 import socket
+import stat
 import sys
 
 import ansible_runner
@@ -35,6 +36,18 @@ def fixture_names():
     names = sorted(path.name for path in FIXTURES.glob("*.txt"))
     assert names, "no npu-smi samples found under %s (set ASCEND_FLEET_SHARED)" % FIXTURES
     return names
+
+
+def snapshot(root):
+    """Every path under root with its type, mode, device number and content, to compare two runs."""
+    found = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            content = open(path, "rb").read() if stat.S_ISREG(info.st_mode) else None
+            found[os.path.relpath(path, root)] = (info.st_mode, info.st_rdev, info.st_mtime_ns, content)
+    return found
 
 
 def free_port():

@@ -1,11 +1,10 @@
 """site.yml --tags preflight on twin hosts with one fault each, in one run (no Docker needed: the emulator is)."""
-import os
 import platform
 
 import pytest
 import yaml
 
-from conftest import REPO, load_library_module, run_playbook
+from conftest import REPO, load_library_module, run_playbook, snapshot
 from twin import hosts
 
 BAD_HOSTS = {
@@ -46,16 +45,6 @@ def play(base, inventory, *extra):
     (base / "runs").mkdir(exist_ok=True)
     run_dir = base / "runs" / ("run%d" % len(list((base / "runs").iterdir())))
     return run_playbook(run_dir, inventory, "site.yml", "--tags", "preflight", *extra)
-
-
-def snapshot(root):
-    found = {}
-    for folder, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(folder, name)
-            info = os.lstat(path)
-            found[path] = (info.st_mode, info.st_mtime_ns, info.st_size)
-    return found
 
 
 @pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check"])

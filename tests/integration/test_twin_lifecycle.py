@@ -3,13 +3,12 @@
 Runs a second, private twin (its own home, registry port and inventory) so the shared one stays up.
 """
 import json
-import os
 import stat
 import subprocess
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port, snapshot
 from twin.lifecycle import Twin, port_open
 
 pytestmark = pytest.mark.docker
@@ -24,18 +23,6 @@ def private_twin(tmp_path):
     twin = Twin(home=tmp_path / "home", registry_port=free_port(), inventory=inventory)
     yield twin
     twin.down()
-
-
-def snapshot(root):
-    """Every path under root with its type, mode, device number and content, to compare two runs."""
-    found = {}
-    for folder, _, files in os.walk(root):
-        for name in files:
-            path = os.path.join(folder, name)
-            info = os.lstat(path)
-            content = open(path, "rb").read() if stat.S_ISREG(info.st_mode) else None
-            found[os.path.relpath(path, root)] = (info.st_mode, info.st_rdev, info.st_mtime_ns, content)
-    return found
 
 
 def test_up_twice_then_down_leaves_nothing(private_twin):
