@@ -5,6 +5,7 @@ artifacts go to artifacts/<timestamp>/ without the env files, so API keys or reg
 with -e never land on disk.
 """
 import argparse
+import base64
 import datetime
 import json
 import pathlib
@@ -63,9 +64,27 @@ class HostView:
         elif kind == "runner_on_ok" and data.get("task") == "Show where the report is":
             self.report = (data.get("res") or {}).get("msg")
         elif kind == "runner_retry" and host:
-            self.out.write("[%s] still running: %s\n" % (host, data.get("task", "")))
+            self.out.write("[%s] %s\n" % (host, benchmark_progress(data) or "still running: " + data.get("task", "")))
             self.out.flush()
         return True
+
+
+def benchmark_progress(data):
+    """'<instance>: group 3/12 (640x480, max_tokens 32, concurrency 8): 5/8 requests' from a progress poll."""
+    result = data.get("res") or {}
+    if "content" not in result:
+        return None
+    try:
+        progress = json.loads(base64.b64decode(result["content"]))
+    except ValueError:
+        return None
+    instance = str(result.get("source", "")).rsplit("/", 1)[-1].replace(".jsonl.progress.json", "")
+    group = progress.get("group")
+    if not group:
+        return "%s: %s/%s groups done" % (instance, progress.get("groups_done"), progress.get("groups_total"))
+    return "%s: group %s/%s (%s, max_tokens %s, concurrency %s): %s/%s requests" % (
+        instance, progress["group_number"], progress["groups_total"], group["image_size"], group["max_tokens"],
+        group["concurrency"], progress["requests_done"], progress["requests_total"])
 
 
 def failure_reason(data):

@@ -621,6 +621,20 @@ def run(params, check_mode=False):
              "estimated_seconds": estimate_seconds(groups, params)}
     if check_mode:
         return facts
+    recorder = Recorder(params["results_file"])
+    final = {"groups_total": len(groups), "finished": True}
+    try:
+        run_matrix(params, groups, facts, recorder)
+    except BaseException as error:
+        # Whoever follows the progress file learns at once that the run ended, and why.
+        recorder.progress(dict(final, groups_done=len(facts["groups"]), error=str(error) or type(error).__name__),
+                          force=True)
+        raise
+    recorder.progress(dict(final, groups_done=len(facts["groups"])), force=True)
+    return facts
+
+
+def run_matrix(params, groups, facts, recorder):
     endpoint = Endpoint(params["base_url"], params["api_key"], params["request_timeout"])
     served = endpoint.models()
     model = params["model"] or (served[0] if served else None)
@@ -629,7 +643,6 @@ def run(params, check_mode=False):
             model, params["base_url"], ", ".join(served) or "nothing"))
     facts["model"] = model
     benchmark = Benchmark(params, endpoint, model)
-    recorder = Recorder(params["results_file"])
     # A group recorded as unreliable (say, run while the server was down) is run again on resume.
     finished = {key: record for key, record in recorder.finished_groups().items()
                 if not record.get("unreliable")} if params["resume"] else {}
@@ -660,10 +673,6 @@ def run(params, check_mode=False):
         metrics["finished_at"] = time.time()
         recorder.append(metrics)
         facts["groups"].append(dict(metrics, resumed=False))
-    recorder.progress({"groups_done": len(facts["groups"]), "groups_total": len(groups), "finished": True},
-                      force=True)
-    return facts
-
 
 if __name__ == "__main__":
     main()

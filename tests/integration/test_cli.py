@@ -1,5 +1,6 @@
 """The ascend-vllm-fleet command on the twin: deploy, verify, bench, and a bad host named with a non-zero exit."""
 import io
+import re
 import subprocess
 import sys
 
@@ -58,7 +59,8 @@ def test_verify_then_bench_on_the_good_hosts(fleet, tmp_path):
                        "-e", "vllm_bench_reports_dir=%s" % tmp_path)
     assert code == 0, output
     assert "report: %s" % tmp_path in output and "(24 groups, 2 instance(s)" in output
-    assert "still running: Wait for the benchmarks" in output
+    assert re.search(r"\[%s\] dep-\w+-a: group \d+/12 \(\d+x\d+, max_tokens \d+, concurrency \d+\): \d+/8 requests"
+                     % re.escape(fleet.a), output), output
 
 
 def test_artifacts_hold_no_secret(fleet):
