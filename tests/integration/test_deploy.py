@@ -117,6 +117,15 @@ def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
     assert inspect("%s-npu1" % fleet.name(fleet.a)) is None
 
 
+def verify(fleet):
+    """The verify suite, run exactly as an operator runs it against an inventory."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "tests/verify", "--hosts=ansible://ascend",
+                             "--ansible-inventory=%s" % (fleet.inventory_dir / "hosts.yml"), "-p", "no:cacheprovider",
+                             "-q"], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            universal_newlines=True, timeout=600)
+    return result.returncode, result.stdout
+
+
 def test_api_key_stays_in_a_root_only_file(fleet, deployed):
     key = "sk-" + uuid.uuid4().hex
     run = fleet.play(**{fleet.b: {"vllm_server_api_key": key}})
@@ -127,6 +136,9 @@ def test_api_key_stays_in_a_root_only_file(fleet, deployed):
     assert key not in open(os.path.join(config, fleet.name(fleet.b) + ".sh")).read()
     assert key not in run.stdout and all(key not in json.dumps(event) for event in run.events)
     assert not serves(fleet.port(fleet.b)) and serves(fleet.port(fleet.b), api_key=key)
+    code, output = verify(fleet)  # the inventory now holds the key: the verify suite's probe uses it
+    assert code == 0, output
+    assert key not in output
     assert fleet.play().rc == 0 and not os.path.exists(env_file)
 
 
@@ -197,15 +209,6 @@ def test_benchmark_playbook_reports_both_hosts(fleet, deployed, tmp_path):
         assert (report_dir / chart).stat().st_size > 1000 and chart in markdown
     lines = (report_dir / "results.csv").read_text().splitlines()
     assert len(lines) == 1 + 24 and lines[0].startswith("host,instance,image_size,max_tokens,concurrency")
-
-
-def verify(fleet):
-    """The verify suite, run exactly as an operator runs it against an inventory."""
-    result = subprocess.run([sys.executable, "-m", "pytest", "tests/verify", "--hosts=ansible://ascend",
-                             "--ansible-inventory=%s" % (fleet.inventory_dir / "hosts.yml"), "-p", "no:cacheprovider",
-                             "-q"], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            universal_newlines=True, timeout=600)
-    return result.returncode, result.stdout
 
 
 def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed):

@@ -51,9 +51,14 @@ def test_each_instance_listens_and_answers_an_image_request(deployment):
         assert deployment.host.socket("tcp://0.0.0.0:%d" % port).is_listening or deployment.host.socket(
             "tcp://127.0.0.1:%d" % port).is_listening, "%s: nothing listens on port %d" % (where, port)
         served = deployment.setting("vllm_server_served_name")
+        arguments = "base_url=http://127.0.0.1:%d model=%s timeout=10 max_tokens=8 image_size=320x240" % (port, served)
+        extra = {}
+        if deployment.setting("vllm_server_api_key"):
+            # Passed as a variable, not in the arguments, so it is templated into the no_log option only.
+            arguments += " api_key={{ verify_api_key }}"
+            extra = {"extra_vars": {"verify_api_key": deployment.setting("vllm_server_api_key")}}
         try:
-            probe = deployment.host.ansible("vllm_probe", "base_url=http://127.0.0.1:%d model=%s timeout=10 "
-                                            "max_tokens=8 image_size=320x240" % (port, served))
+            probe = deployment.host.ansible("vllm_probe", arguments, **extra)
         except deployment.host.ansible.AnsibleException as error:
             raise AssertionError("%s: does not serve: %s" % (where, error.result.get("msg"))) from None
         assert served in probe["models"] and probe["answer"] and probe["usage"]["completion_tokens"] > 0, (
