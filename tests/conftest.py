@@ -12,9 +12,9 @@ from ascend_images import png_image  # noqa: F401  (module_utils/, shared with t
 from ascend_vllm_fleet.modules import load_library_module  # noqa: F401
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-# The real-machine samples and the seed live in the project's shared folder beside the repository.
-SHARED = pathlib.Path(os.environ.get("ASCEND_FLEET_SHARED", REPO.parent / "shared"))
-FIXTURES = SHARED / "fixtures" / "npu-smi"
+# Real npu-smi output and the seed's commands, each file with its '# source:' first line.
+FIXTURES = REPO / "tests" / "fixtures" / "npu-smi"
+SEED_COMMANDS = REPO / "tests" / "fixtures" / "seed" / "deploy-commands.txt"
 # Playbooks run with the tools of the Python running the tests, as `scripts/dev test` runs them.
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.executable)),
                                       os.environ.get("PATH", "")])
@@ -23,9 +23,6 @@ os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.execut
 def read_fixture(name):
     """A real npu-smi sample without its '# source:' line."""
     path = FIXTURES / name
-    if not path.exists():
-        raise FileNotFoundError("npu-smi sample %s not found; the shared folder is expected beside the repository "
-                                "(or set ASCEND_FLEET_SHARED)" % path)
     text = path.read_text(encoding="utf-8")
     assert text.startswith("# source:"), "%s: expected a '# source:' first line" % name
     return text.split("\n", 1)[1]
@@ -34,7 +31,7 @@ def read_fixture(name):
 @pytest.fixture(scope="session")
 def fixture_names():
     names = sorted(path.name for path in FIXTURES.glob("*.txt"))
-    assert names, "no npu-smi samples found under %s (set ASCEND_FLEET_SHARED)" % FIXTURES
+    assert names, "no npu-smi samples found under %s" % FIXTURES
     return names
 
 

@@ -6,7 +6,7 @@ The twin installs this file as ``<host root>/usr/local/bin/npu-smi``. Its host p
 library, and the seed's ``docker run`` mounts that folder, so the same profile is found inside a container),
 or the file named by ``NPU_SMI_TWIN_PROFILE``.
 
-Formats follow the real samples in ``shared/fixtures/npu-smi``: the 106-character ``info`` table with two
+Formats follow the real samples in ``tests/fixtures/npu-smi``: the 106-character ``info`` table with two
 rows per chip, ``<TAB><label padded to 30> : <value>`` for the key/value commands, the ``-m`` mapping in
 31-character columns, and dcmi failures printed on stdout with a non-zero exit.
 

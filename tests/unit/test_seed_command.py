@@ -6,14 +6,12 @@ import sys
 
 import pytest
 
-from conftest import SHARED, run_playbook
-
-SEED = SHARED / "seed" / "000_898e552f2b283bbe.txt"
+from conftest import SEED_COMMANDS, run_playbook
 
 
 def seed_commands():
     """(docker run arguments, vllm serve arguments, exported environment) as the seed wrote them."""
-    text = SEED.read_text(encoding="utf-8")
+    text = SEED_COMMANDS.read_text(encoding="utf-8")
     run_block = text[text.index("docker run -it"):]
     run_block = run_block[:run_block.index("\nbash")]
     run_args = shlex.split(re.sub(r"\\\n", " ", run_block), comments=True)
