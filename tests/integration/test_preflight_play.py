@@ -1,11 +1,12 @@
-"""site.yml --tags preflight on twin hosts with one fault each, in one run (no Docker needed: the emulator is)."""
+"""site.yml --tags preflight over SSH on twin hosts with one fault each, in one run."""
 import platform
 
 import pytest
-import yaml
 
-from conftest import REPO, load_library_module, run_playbook, snapshot
-from twin import hosts
+from conftest import load_library_module, snapshot
+from twin_fleet import PlayFleet
+
+pytestmark = pytest.mark.docker
 
 BAD_HOSTS = {
     "bad-driver": ("old_driver_24", ["driver version: found 24.1.rc2.2 (a 24.x driver)", "crash", "slow"]),
@@ -17,41 +18,41 @@ BAD_HOSTS = {
     "bad-node": ("missing_davinci", ["device nodes: found missing", "/dev/davinci1 (NPU 6 chip 1)"]),
     "bad-process": ("foreign_process", ["chip in use: found pid 41877 (python3.9, 15321 MB) on NPU 6 chip 0"]),
 }
+# What a run may leave in a host's own files: Ansible's working folders and the login records.
+RUN_TRACES = ("/home/ops", "/root", "/tmp", "/var/log", "/run", "/var/run")
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    """An inventory of one good and six bad twin hosts, using the twin inventory's group_vars unchanged."""
-    base = tmp_path_factory.mktemp("preflight")
-    profiles = hosts.load_profiles()
-    inventory_hosts = {"good": {"twin_profile": "duo2"}}
-    inventory_hosts.update({name: {"twin_profile": profile} for name, (profile, _) in BAD_HOSTS.items()})
-    for name, variables in inventory_hosts.items():
-        variables["twin_root"] = str(base / "hosts" / name)
-        hosts.build_root(variables["twin_root"], profiles[variables["twin_profile"]])
-    inventory_dir = base / "inventory"
-    inventory_dir.mkdir()
-    (inventory_dir / "group_vars").symlink_to(REPO / "inventory/twin/group_vars")
-    (inventory_dir / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"ascend": {
-        "hosts": inventory_hosts}}}}))
-    return base, inventory_dir / "hosts.yml"
+    """One good and six bad twin hosts, with the twin's group_vars unchanged."""
+    hosts = {"good": "duo2"}
+    hosts.update({name: profile for name, (profile, _) in BAD_HOSTS.items()})
+    fleet = PlayFleet(tmp_path_factory.mktemp("preflight"), hosts)
+    yield fleet
+    fleet.down()
+
+
+def host_state(fleet):
+    """Each host's Ascend files and every change in its own filesystem, except a run's traces."""
+    state = {}
+    for name in fleet.hosts:
+        changes = [path for path in fleet[name].changed_paths() if not path.startswith(RUN_TRACES)]
+        state[name] = (snapshot(fleet[name].root), changes)
+    return state
 
 
 def npu_facts_cpu_model():
     return load_library_module("npu_facts").cpu_model()
 
 
-def play(base, inventory, *extra):
-    (base / "runs").mkdir(exist_ok=True)
-    run_dir = base / "runs" / ("run%d" % len(list((base / "runs").iterdir())))
-    return run_playbook(run_dir, inventory, "site.yml", "--tags", "preflight", *extra)
+def play(fleet, *extra):
+    return fleet.play("--tags", "preflight", *extra, preflight=True)
 
 
 @pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check"])
 def test_each_bad_host_fails_with_its_own_message(fleet, check_mode):
-    base, inventory = fleet
-    before = snapshot(base / "hosts")
-    run = play(base, inventory, *(["--check"] if check_mode else []))
+    before = host_state(fleet)
+    run = play(fleet, *(["--check"] if check_mode else []))
     assert run.rc == 2, "ansible-playbook should report failed hosts\n" + run.stdout
     assert run.failed_hosts() == sorted(BAD_HOSTS)
     verdicts = run.results("Pass only hosts that can serve")
@@ -70,12 +71,11 @@ def test_each_bad_host_fails_with_its_own_message(fleet, check_mode):
         % (platform.machine(), npu_facts_cpu_model())]
     assert sorted(line.split(":")[0] for line in lines if ": FAILED: " in line) == sorted(BAD_HOSTS)
     assert run.changed() == 0
-    assert snapshot(base / "hosts") == before
+    assert host_state(fleet) == before
 
 
 def test_unhealthy_card_can_be_left_out(fleet):
-    base, inventory = fleet
-    run = play(base, inventory, "--limit", "bad-chip", "-e", "ascend_preflight_unhealthy_chip_action=exclude_card")
+    run = play(fleet, "--limit", "bad-chip", "-e", "ascend_preflight_unhealthy_chip_action=exclude_card")
     assert run.rc == 0, run.stdout
     judged = run.results("Remember the cards left out of the serving plan")["bad-chip"]
     assert judged["ansible_facts"]["ascend_preflight_excluded_npu_ids"] == [224]
@@ -88,8 +88,7 @@ def test_unhealthy_card_can_be_left_out(fleet):
     ('{"ascend_preflight_version_policy": "newest"}', "ascend_preflight_version_policy"),
 ])
 def test_bad_settings_stop_the_run_before_any_host_is_touched(fleet, extra, expected):
-    base, inventory = fleet
-    run = play(base, inventory, "-e", "'%s'" % extra)
+    run = play(fleet, "-e", "'%s'" % extra)
     assert run.rc != 0
     assert expected in run.stdout, run.stdout
     assert run.results("Gather the NPU facts") == {}

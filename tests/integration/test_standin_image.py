@@ -9,6 +9,7 @@ import pytest
 import requests
 
 from conftest import free_port, png_image
+from twin import hosts
 from twin.lifecycle import IMAGE_REPOSITORY, IMAGE_TAGS, Twin
 
 pytestmark = pytest.mark.docker
@@ -29,9 +30,10 @@ def image():
 
 
 @pytest.fixture(scope="module")
-def host_root():
-    root = Twin().host_root("twin-duo2")
-    assert (root / "dev/davinci0").exists(), "twin host twin-duo2 is missing: run `scripts/dev twin up`"
+def host_root(tmp_path_factory):
+    """A twin host's Ascend files on this machine, mounted into the stand-in the way the seed mounts a host's."""
+    root = tmp_path_factory.mktemp("standin") / "host"
+    hosts.build_root(root, hosts.load_profiles()["duo2"])
     return root
 
 

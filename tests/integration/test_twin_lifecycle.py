@@ -1,12 +1,16 @@
-"""`twin up` is repeatable and `twin down` removes what the twin made, and only that.
+"""`twin up` makes hosts reached over SSH at the real paths, is repeatable and sized on demand; `twin down`
+removes what the twin made, and only that.
 
-Runs a second, private twin (its own home, registry port and inventory) so the shared one stays up.
+Runs a second, private twin (its own home, registry port, network and inventory) so the shared one stays up.
 """
-import json
+import copy
+import os
+import pathlib
 import stat
 import subprocess
 
 import pytest
+import yaml
 
 from conftest import free_port, snapshot
 from twin.lifecycle import Twin, port_open
@@ -16,47 +20,68 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture
 def private_twin(tmp_path):
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  children:\n    ascend:\n      hosts:\n"
-                         "        lab-a: {twin_profile: duo2}\n        lab-b: {twin_profile: missing_davinci}\n"
-                         "        not-a-twin-host: {ansible_host: 192.0.2.10}\n")
-    twin = Twin(home=tmp_path / "home", registry_port=free_port(), inventory=inventory)
+    twin = Twin(home=tmp_path / "home", registry_port=free_port(), inventory=tmp_path / "inventory" / "hosts.yml")
     yield twin
     twin.down()
 
 
-def test_up_twice_then_down_leaves_nothing(private_twin):
+def ssh(inventory, host, command):
+    """Log in as the inventory says, with host-key checking on, and run a command with sudo."""
+    connection = inventory["all"]["children"]["ascend"]["vars"]
+    address = inventory["all"]["children"]["ascend"]["hosts"][host]["ansible_host"]
+    args = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-i",
+            connection["ansible_ssh_private_key_file"]] + connection["ansible_ssh_common_args"].split()
+    return subprocess.run(args + ["%s@%s" % (connection["ansible_user"], address), command],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+
+
+def test_up_makes_ssh_hosts_at_the_real_paths_then_down_leaves_nothing(private_twin):
     twin = private_twin
-    state = twin.up()
-    assert state["hosts"] == {"lab-a": "duo2", "lab-b": "missing_davinci"}
-    lab_a = twin.host_root("lab-a")
-    davinci = sorted(p.name for p in (lab_a / "dev").iterdir())
-    assert davinci == ["davinci0", "davinci1", "davinci2", "davinci3", "davinci_manager", "devmm_svm", "hisi_hdc"]
-    assert all(stat.S_ISCHR((lab_a / "dev" / name).lstat().st_mode) for name in davinci)
-    assert not (twin.host_root("lab-b") / "dev/davinci1").exists()
-    smi = subprocess.run([str(lab_a / "usr/local/bin/npu-smi"), "info", "-l"], stdout=subprocess.PIPE, check=True)
-    assert b"\tTotal Count                    : 2\n" in smi.stdout
-    assert twin.registry_answers()
+    state = twin.up(count=2)
+    assert state["hosts"] == {"twin-01": "seed_duo4", "twin-02": "duo2"}
+    inventory = yaml.safe_load(twin.inventory.read_text())
+    assert (twin.inventory.parent / "group_vars").is_symlink()
 
-    before = snapshot(twin.home / "hosts")
+    whoami = ssh(inventory, "twin-01", "id -un && sudo -n id -un")
+    assert whoami.returncode == 0 and whoami.stdout.split() == ["ops", "root"], whoami.stderr
+    smi = ssh(inventory, "twin-01", "npu-smi info -l")
+    assert "\tTotal Count                    : 4\n" in smi.stdout, smi.stdout + smi.stderr
+    nodes = ssh(inventory, "twin-01",
+                "stat -c '%F %n' /dev/davinci[0-9]* /dev/davinci_manager /dev/devmm_svm /dev/hisi_hdc")
+    assert nodes.stdout.count("character special file") == 11, nodes.stdout
+    files = ssh(inventory, "twin-02", "cat /usr/local/Ascend/driver/version.info /etc/ascend_install.info && "
+                                      "ls /usr/local/dcmi /data/models/Qwen3-VL-8B-Instruct/config.json")
+    assert "Version=25.5.2" in files.stdout and "config.json" in files.stdout, files.stdout + files.stderr
+    # Each host has its own engine, and reaches the twin's registry by the inventory's mirror name.
+    engine = ssh(inventory, "twin-02", "sudo docker info --format '{{.Driver}}' && "
+                                       "python3 -c \"import urllib.request; print(urllib.request.urlopen("
+                                       "'http://twin-registry:5000/v2/ascend/vllm-ascend/tags/list').read())\"")
+    assert engine.returncode == 0 and "vfs" in engine.stdout and "v0.18.0rc1-310p" in engine.stdout, engine.stderr
+
+    # A key that is not recorded is refused: host-key checking is on.
+    stranger = copy.deepcopy(inventory)
+    stranger["all"]["children"]["ascend"]["vars"]["ansible_ssh_common_args"] = "-o UserKnownHostsFile=/dev/null"
+    assert ssh(stranger, "twin-01", "true").returncode != 0
+
+    demo = twin.demo_fleet()
+    before = {name: (host.container_info()["Id"], snapshot(host.root)) for name, host in demo.hosts.items()}
     second = twin.up()
-    assert second["registry_pid"] == state["registry_pid"], "a second up must reuse the running registry"
-    assert snapshot(twin.home / "hosts") == before, "a second up must not rewrite host files"
+    assert second["hosts"] == state["hosts"], "a second up keeps the fleet's size"
+    assert second["registry_pids"] == state["registry_pids"], "a second up reuses the running registries"
+    assert {name: (host.container_info()["Id"], snapshot(host.root)) for name, host in demo.hosts.items()} == before
 
-    pulled = "%s/ascend/vllm-ascend:v0.18.0rc1-310p" % twin.registry
-    subprocess.run(["docker", "pull", "-q", pulled], check=True, stdout=subprocess.DEVNULL)
-    name = "twin-lifecycle-%s" % twin.instance
-    subprocess.run(["docker", "create", "--name", name, "--device",
-                    "%s/dev/davinci0:/dev/davinci0" % lab_a, pulled, "true"], check=True, stdout=subprocess.DEVNULL)
-    assert twin.our_containers() == [name]
+    smaller = twin.up(count=1)
+    assert smaller["hosts"] == {"twin-01": "seed_duo4"}
+    assert twin.our_containers() == [demo["twin-01"].container]
+    assert list(yaml.safe_load(twin.inventory.read_text())["all"]["children"]["ascend"]["hosts"]) == ["twin-01"]
 
+    registries = smaller["registry_pids"].values()
     twin.down()
-    assert not twin.home.exists()
-    assert not port_open(twin.registry_port)
-    assert twin.our_containers() == [] and twin.our_images() == []
-    names = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"], stdout=subprocess.PIPE,
-                           universal_newlines=True, check=True).stdout.split()
-    assert name not in names
+    assert not twin.home.exists() and not twin.inventory.exists()
+    assert not port_open("127.0.0.1", twin.registry_port)
+    assert not any(pathlib.Path("/proc/%d" % pid).exists() for pid in registries), "a registry still runs"
+    assert twin.our_containers() == [] and twin.our_images() == [] and twin.gateway() is None
+    assert not list(pathlib.Path("/sys/fs/cgroup").glob("*/%s-*" % twin.prefix)), "cgroups of the hosts remain"
     twin.down()  # a second down is harmless
 
 
@@ -71,9 +96,21 @@ def test_down_refuses_a_home_the_twin_did_not_make(tmp_path):
 
 
 def test_unknown_profile_is_named(tmp_path):
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(json.dumps({"all": {"hosts": {"lab-x": {"twin_profile": "nope"}}}}))
-    twin = Twin(home=tmp_path / "home", registry_port=free_port(), inventory=inventory)
-    with pytest.raises(Exception, match="host lab-x: unknown twin_profile 'nope'"):
-        twin.build_hosts({})
-    twin.down()
+    twin = Twin(home=tmp_path / "home", registry_port=free_port(), inventory=tmp_path / "hosts.yml")
+    with pytest.raises(ValueError, match=r"host lab-x: unknown twin profile 'nope' \(known: chip_alarm, "):
+        twin.fleet(tmp_path / "fleet", {"lab-x": "nope"})
+
+
+def test_host_files_are_made_at_the_real_paths(tmp_path):
+    from twin import hosts
+
+    root = tmp_path / "root"
+    hosts.build_root(root, hosts.load_profiles()["missing_davinci"])
+    nodes = sorted(path.name for path in (root / "dev").iterdir())
+    assert nodes == ["davinci0", "davinci_manager", "devmm_svm", "hisi_hdc"]
+    assert all(stat.S_ISCHR((root / "dev" / name).lstat().st_mode) for name in nodes)
+    assert os.access(root / "usr/local/bin/npu-smi", os.X_OK)
+    for path in ("usr/local/Ascend/driver/version.info", "usr/local/Ascend/firmware/version.info",
+                 "usr/local/dcmi/npu-smi-twin.json", "etc/ascend_install.info",
+                 "data/models/Qwen3-VL-8B-Instruct/model.safetensors.index.json"):
+        assert (root / path).is_file(), path

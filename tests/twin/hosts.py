@@ -1,7 +1,7 @@
-"""The simulated hosts' root folders: device nodes, driver and firmware trees, dcmi, npu-smi, a model.
+"""A twin host's Ascend files, made on this machine: device nodes, driver and firmware trees, dcmi, npu-smi, a model.
 
-A root holds what the seed's ``docker run`` mounts from a real host, at the same paths under the root, so
-that inventory variables pointing at the root are all that differ from a real fleet.
+A root holds what the seed's ``docker run`` mounts from a real host, at the same paths under the root; the
+twin host's container gets them at the real paths (fleet.BIND_MOUNTS) and its device nodes with --device.
 """
 import json
 import os
@@ -112,7 +112,6 @@ def build_root(root, profile):
     _write(root / "usr/local/dcmi" / npu_smi.PROFILE_NAME, json.dumps(profile, indent=2, sort_keys=True) + "\n")
     _write(root / "usr/local/dcmi/dcmi_interface_api.h", "/* twin placeholder for the dcmi header */\n")
     _write(root / "usr/local/bin/npu-smi", (HERE / "npu_smi.py").read_text(), mode=0o755)
-    (root / "root/.cache").mkdir(parents=True, exist_ok=True)
     build_model(root / "data/models" / MODEL_NAME)
 
 

@@ -1,13 +1,19 @@
-"""Bring the twin up and down: the local registry, the stand-in image in it, and one root per twin host.
+"""Bring the twin up and down: its network, its registry, the stand-in image in it, and a fleet of hosts.
 
-Everything the twin makes lives under its home (``TWIN_HOME``, default /var/lib/ascend-vllm-fleet-twin) or
-in Docker under names derived from that home, and is listed in ``<home>/state.json``; ``down`` removes exactly
-that, plus containers that map devices or folders from the home (what the playbooks ran on twin hosts).
-Two caches are kept across ``down`` because they take a minute to make: the debootstrap root filesystem
-(``TWIN_CACHE``, default /var/cache/ascend-vllm-fleet-twin) and the Docker image imported from it;
+The twin is a set of simulated Ascend hosts reached as real ones are. Each host is a system container on the
+twin's own Docker network with sshd, sudo, python3 and a Docker engine of its own (tests/twin/host/); its
+Ascend files sit at the real paths (tests/twin/hosts.py). A Debian ``docker-registry`` stands in for quay.io:
+the controller pushes the stand-in image to it on loopback, and every host's engine pulls it from a read-only
+instance on the twin network's gateway, as from a site's mirror.
+
+Everything the twin makes lives under its home (``TWIN_HOME``, default /var/lib/ascend-vllm-fleet-twin) or in
+Docker under names carrying a hash of that home, and is listed in ``<home>/state.json``; ``down`` removes
+exactly that. Two caches are kept across ``down`` because they take minutes to make: the debootstrap root
+filesystems (``TWIN_CACHE``, default /var/cache/ascend-vllm-fleet-twin) and the images imported from them;
 ``down --purge`` removes them too.
 """
 import hashlib
+import ipaddress
 import json
 import os
 import pathlib
@@ -24,18 +30,29 @@ import urllib.request
 
 import yaml
 
-from . import hosts
+from . import fleet
 
 HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent.parent
 DEFAULT_HOME = "/var/lib/ascend-vllm-fleet-twin"
 DEFAULT_CACHE = "/var/cache/ascend-vllm-fleet-twin"
-DEFAULT_INVENTORY = HERE.parent.parent / "inventory" / "twin" / "hosts.yml"
+# The demo fleet's inventory, written by `up` beside the twin's committed group_vars.
+DEFAULT_INVENTORY = REPO / "inventory" / "twin" / "hosts.yml"
 # The real image's name and tags (quay.io/ascend/vllm-ascend), served by the local registry instead.
 IMAGE_REPOSITORY = "ascend/vllm-ascend"
 IMAGE_TAGS = ("v0.18.0rc1-310p", "v0.18.0rc1-310p-openeuler")
 SUITE = "bookworm"
-BASE_IMAGE = "ascend-vllm-fleet-twin/debian-python:" + SUITE
+# Two roots: a small one for the stand-in (every host pulls it), a full one for the hosts themselves.
+ROOTS = {
+    "python": ["python3"],
+    "host": ["python3", "openssh-server", "sudo", "docker.io", "iptables", "iproute2", "ca-certificates", "procps"],
+}
+BASE_REPOSITORY = "ascend-vllm-fleet-twin/debian-"
+# The registry's port on the twin network, where hosts reach it as fleet.REGISTRY_NAME (the inventory's mirror).
+REGISTRY_HOST_PORT = 5000
 STATE_FILE = "state.json"
+# The demo fleet: the seed's 4-card host first, then a 2-card one, cycled.
+DEMO_PROFILES = ("seed_duo4", "duo2")
 
 
 class TwinError(RuntimeError):
@@ -46,19 +63,18 @@ def log(message):
     print("twin: %s" % message, flush=True)
 
 
-def run(*args, check=True, capture=True, env=None):
-    result = subprocess.run(list(args), stdout=subprocess.PIPE if capture else None,
-                            stderr=subprocess.PIPE if capture else None, universal_newlines=True,
-                            env=dict(os.environ, **(env or {})))
+def run(*args, check=True, env=None, input=None):
+    result = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                            env=dict(os.environ, **(env or {})), input=input)
     if check and result.returncode != 0:
         raise TwinError("%s failed (exit %d): %s" % (" ".join(args), result.returncode,
                                                       (result.stderr or result.stdout or "").strip()[-2000:]))
     return result
 
 
-def docker(*args, check=True):
+def docker(*args, check=True, input=None):
     # The legacy builder needs no buildx plugin and no network for FROM an image that is already local.
-    return run("docker", *args, check=check, env={"DOCKER_BUILDKIT": "0"})
+    return run("docker", *args, check=check, env={"DOCKER_BUILDKIT": "0"}, input=input)
 
 
 def apt_mirror():
@@ -76,10 +92,15 @@ def apt_mirror():
     return "http://deb.debian.org/debian"
 
 
-def port_open(port):
+def port_open(address, port):
     with socket.socket() as sock:
         sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+        return sock.connect_ex((address, port)) == 0
+
+
+def demo_hosts(count):
+    """Names and profiles of the demo fleet: twin-01 (the seed's host), twin-02, ..."""
+    return {"twin-%02d" % (index + 1): DEMO_PROFILES[index % len(DEMO_PROFILES)] for index in range(count)}
 
 
 class Twin:
@@ -90,10 +111,14 @@ class Twin:
         self.inventory = pathlib.Path(inventory or os.environ.get("TWIN_INVENTORY", DEFAULT_INVENTORY))
         # Docker names of this twin carry a hash of its home, so two twins never remove each other's.
         self.instance = hashlib.sha256(str(self.home).encode()).hexdigest()[:8]
+        self.prefix = "avf-twin-%s" % self.instance
         self.build_repository = "ascend-vllm-fleet-twin-%s/vllm-standin" % self.instance
+        self.host_image = "ascend-vllm-fleet-twin-%s/host" % self.instance
+        self.network = self.prefix
 
     @property
     def registry(self):
+        """Where the controller pushes: the registry on loopback."""
         return "127.0.0.1:%d" % self.registry_port
 
     @property
@@ -111,76 +136,61 @@ class Twin:
         tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, self.state_path)
 
-    # --- hosts -------------------------------------------------------------------------------------------
-    def twin_hosts(self):
-        """(name, profile name) of every inventory host that has a ``twin_profile``."""
-        with open(self.inventory) as handle:
-            inventory = yaml.safe_load(handle) or {}
-        found = {}
+    # --- network -----------------------------------------------------------------------------------------
+    def gateway(self):
+        """The twin network's address on this machine, where hosts reach the registry."""
+        result = docker("network", "inspect", self.network, check=False)
+        if result.returncode != 0:
+            return None
+        (config,) = json.loads(result.stdout)[0]["IPAM"]["Config"][:1]
+        return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
 
-        def walk(group):
-            for name, variables in ((group or {}).get("hosts") or {}).items():
-                if variables and variables.get("twin_profile"):
-                    found[name] = variables["twin_profile"]
-            for child in ((group or {}).get("children") or {}).values():
-                walk(child)
-
-        for group in inventory.values():
-            walk(group)
-        if not found:
-            raise TwinError("%s: no host has a twin_profile variable" % self.inventory)
-        return sorted(found.items())
-
-    def host_root(self, name):
-        return self.home / "hosts" / name
-
-    def build_hosts(self, state):
-        profiles = hosts.load_profiles()
-        for name, profile_name in self.twin_hosts():
-            if profile_name not in profiles:
-                raise TwinError("host %s: unknown twin_profile %r (known: %s)"
-                                % (name, profile_name, ", ".join(sorted(profiles))))
-            hosts.build_root(self.host_root(name), profiles[profile_name])
-            state.setdefault("hosts", {})[name] = profile_name
-            log("host %s (%s) at %s" % (name, profile_name, self.host_root(name)))
+    def start_network(self):
+        if self.gateway() is None:
+            docker("network", "create", "--label", "ascend-vllm-fleet.twin=%s" % self.instance, self.network)
+            log("network %s (gateway %s)" % (self.network, self.gateway()))
+        return self.gateway()
 
     # --- registry ----------------------------------------------------------------------------------------
-    def registry_answers(self):
+    def registry_answers(self, address=None):
         try:
-            with urllib.request.urlopen("http://%s/v2/" % self.registry, timeout=2) as response:
+            url = "http://%s/v2/" % (address or self.registry)
+            with urllib.request.urlopen(url, timeout=2) as response:
                 return response.status == 200
         except (urllib.error.URLError, OSError):
             return False
 
-    def start_registry(self, state):
-        pid = state.get("registry_pid")
-        if pid and self._is_our_registry(pid) and self.registry_answers():
+    def start_registry(self, state, role, address, readonly):
+        """One registry process over the twin's storage; `role` names it in the state and its files."""
+        pids = state.setdefault("registry_pids", {})
+        if pids.get(role) and self._is_our_registry(pids[role]) and self.registry_answers(address):
             return
-        if port_open(self.registry_port):
-            raise TwinError("port %d is taken by another program: set TWIN_REGISTRY_PORT to a free port"
-                            % self.registry_port)
+        host, port = address.rsplit(":", 1)
+        if port_open(host, int(port)):
+            raise TwinError("%s is taken by another program%s" % (address, ": set TWIN_REGISTRY_PORT to a free port"
+                                                                   if role == "push" else ""))
         folder = self.home / "registry"
         (folder / "data").mkdir(parents=True, exist_ok=True)
-        config = folder / "config.yml"
-        config.write_text(yaml.safe_dump({
-            "version": 0.1,
-            "log": {"level": "warn"},
-            "storage": {"filesystem": {"rootdirectory": str(folder / "data")}, "delete": {"enabled": True}},
-            "http": {"addr": self.registry}, # loopback only, no auth: a stand-in for quay.io on this machine
-        }))
-        with open(folder / "registry.log", "ab") as output:
+        storage = {"filesystem": {"rootdirectory": str(folder / "data")}, "delete": {"enabled": True}}
+        if readonly:
+            storage["maintenance"] = {"readonly": {"enabled": True}}
+        config = folder / ("%s.yml" % role)
+        # No auth, like a site's internal mirror; each instance listens on one address only.
+        config.write_text(yaml.safe_dump({"version": 0.1, "log": {"level": "warn"}, "storage": storage,
+                                          "http": {"addr": address}}))
+        with open(folder / ("%s.log" % role), "ab") as output:
             process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=output,
                                        stderr=subprocess.STDOUT, start_new_session=True)
-        state["registry_pid"] = process.pid
+        pids[role] = process.pid
         self.save_state(state)
         for _ in range(100):
-            if self.registry_answers():
-                log("registry on %s (pid %d)" % (self.registry, process.pid))
+            if self.registry_answers(address):
+                log("registry (%s) on %s (pid %d)" % (role, address, process.pid))
                 return
             if process.poll() is not None:
                 break
             time.sleep(0.1)
-        raise TwinError("the registry did not start; see %s" % (folder / "registry.log"))
+        raise TwinError("the registry did not start on %s; see %s" % (address, folder / ("%s.log" % role)))
 
     def _is_our_registry(self, pid):
         try:
@@ -189,119 +199,181 @@ class Twin:
             return False
         return "docker-registry" in cmdline and str(self.home) in cmdline
 
-    # --- image -------------------------------------------------------------------------------------------
-    def rootfs_tarball(self):
+    # --- images ------------------------------------------------------------------------------------------
+    @staticmethod
+    def root_tag(kind):
+        """Names a root by its suite, architecture and packages, so a changed package list makes a new one."""
         arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-        tarball = self.cache / ("rootfs-%s-%s.tar" % (SUITE, arch))
+        return "%s-%s-%s" % (SUITE, arch, hashlib.sha256(",".join(ROOTS[kind]).encode()).hexdigest()[:8])
+
+    def rootfs_tarball(self, kind):
+        tarball = self.cache / ("rootfs-%s-%s.tar" % (kind, self.root_tag(kind)))
         if tarball.exists():
             return tarball
         self.cache.mkdir(parents=True, exist_ok=True)
         mirror = apt_mirror()
-        log("building a Debian %s root filesystem with Python (debootstrap from %s, about a minute)"
-            % (SUITE, mirror))
+        log("building a Debian %s root with %s (debootstrap from %s, a minute or two)"
+            % (SUITE, " ".join(ROOTS[kind]), mirror))
         with tempfile.TemporaryDirectory(dir=self.cache) as scratch:
             target = pathlib.Path(scratch) / "root"
-            run("debootstrap", "--variant=minbase", "--include=python3", SUITE, str(target), mirror)
+            run("debootstrap", "--variant=minbase", "--include=" + ",".join(ROOTS[kind]), SUITE, str(target), mirror)
             shutil.rmtree(target / "var/cache/apt/archives", ignore_errors=True)
             partial = tarball.with_suffix(".partial")
             run("tar", "-C", str(target), "--numeric-owner", "-cf", str(partial), ".")
             os.replace(partial, tarball)
         return tarball
 
-    def base_image(self):
-        if docker("image", "inspect", BASE_IMAGE, check=False).returncode != 0:
-            docker("import", "--change", 'CMD ["bash"]', str(self.rootfs_tarball()), BASE_IMAGE)
-        return BASE_IMAGE
+    def base_image(self, kind):
+        image = "%s%s:%s" % (BASE_REPOSITORY, kind, self.root_tag(kind))
+        if docker("image", "inspect", image, check=False).returncode != 0:
+            docker("import", "--change", 'CMD ["bash"]', str(self.rootfs_tarball(kind)), image)
+        return image
 
-    def standin_hash(self):
-        digest = hashlib.sha256()
-        for path in sorted((HERE / "vllm_standin").glob("*.py")) + [HERE / "Dockerfile"]:
+    def source_hash(self, kind, folder, extra=()):
+        """What an image is built from: its base root and its files."""
+        digest = hashlib.sha256(self.root_tag(kind).encode())
+        for path in sorted(p for p in folder.iterdir() if p.is_file()) + list(extra):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
         return digest.hexdigest()[:16]
 
-    def build_image(self, state):
-        source_hash = self.standin_hash()
-        build_tag = "%s:%s" % (self.build_repository, source_hash)
-        if docker("image", "inspect", build_tag, check=False).returncode != 0:
-            base = self.base_image()
+    def build(self, repository, base_kind, context_files, source_hash):
+        """Build `repository:source_hash` from a base root unless it exists; drop its older builds."""
+        tag = "%s:%s" % (repository, source_hash)
+        if docker("image", "inspect", tag, check=False).returncode != 0:
+            base = self.base_image(base_kind)
             with tempfile.TemporaryDirectory() as context:
-                shutil.copytree(HERE / "vllm_standin", pathlib.Path(context) / "vllm_standin",
-                                ignore=shutil.ignore_patterns("__pycache__"))
-                shutil.copy(HERE / "Dockerfile", context)
+                for source, name in context_files:
+                    if source.is_dir():
+                        shutil.copytree(source, pathlib.Path(context) / name,
+                                        ignore=shutil.ignore_patterns("__pycache__"))
+                    else:
+                        shutil.copy(source, pathlib.Path(context) / name)
                 docker("build", "-q", "--build-arg", "BASE=%s" % base, "--label",
-                       "ascend-vllm-fleet.twin.source=%s" % source_hash, "-t", build_tag, context)
-            log("built the stand-in image %s" % build_tag)
+                       "ascend-vllm-fleet.twin.source=%s" % source_hash, "-t", tag, context)
+            log("built %s" % tag)
         for stale in self.our_images():
-            if stale.startswith(self.build_repository + ":") and stale != build_tag:
-                docker("rmi", stale)
-        state["build_tag"] = build_tag
-        pushed = []
-        for tag in IMAGE_TAGS:
-            target = "%s/%s:%s" % (self.registry, IMAGE_REPOSITORY, tag)
-            docker("tag", build_tag, target)
-            docker("push", "-q", target)
-            # Untag after the push: hosts get the image by pulling it, as from quay.io.
-            docker("rmi", target)
-            pushed.append(target)
-        state["pushed"] = pushed
+            if stale.startswith(repository + ":") and stale != tag:
+                docker("rmi", stale, check=False)  # still used by a host until it is recreated: `down` removes it
+        return tag
+
+    def build_host_image(self, state):
+        folder = HERE / "host"
+        state["host_image"] = self.build(self.host_image, "host", [(folder / "Dockerfile", "Dockerfile"),
+                                                                   (folder / "init.sh", "init.sh")],
+                                         self.source_hash("host", folder))
         self.save_state(state)
-        log("registry serves %s" % ", ".join(pushed))
+        return state["host_image"]
+
+    def build_standin_image(self, state):
+        tag = self.build(self.build_repository, "python",
+                         [(HERE / "vllm_standin", "vllm_standin"), (HERE / "Dockerfile", "Dockerfile")],
+                         self.source_hash("python", HERE / "vllm_standin", [HERE / "Dockerfile"]))
+        state["build_tag"] = tag
+        if state.get("pushed_source") != tag or not self._registry_has_tags():
+            pushed = []
+            for image_tag in IMAGE_TAGS:
+                target = "%s/%s:%s" % (self.registry, IMAGE_REPOSITORY, image_tag)
+                docker("tag", tag, target)
+                docker("push", "-q", target)
+                # Untag after the push: hosts get the image only by pulling it, as from quay.io.
+                docker("rmi", target)
+                pushed.append(target)
+            state["pushed_source"] = tag
+            log("registry serves %s" % ", ".join(pushed))
+        self.save_state(state)
+
+    def _registry_has_tags(self):
+        try:
+            url = "http://%s/v2/%s/tags/list" % (self.registry, IMAGE_REPOSITORY)
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return set(IMAGE_TAGS) <= set(json.load(response).get("tags") or [])
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
 
     # --- lifecycle ---------------------------------------------------------------------------------------
-    def up(self):
+    def infrastructure(self):
+        """Network, registry and images: what every fleet of this twin shares. Repeatable."""
         if not shutil.which("docker") or docker("info", check=False).returncode != 0:
             raise TwinError("no Docker engine answers: start dockerd (scripts/dev does) and try again")
         state = self.load_state()
-        state.update({"home": str(self.home), "registry": self.registry, "inventory": str(self.inventory)})
+        state.update({"home": str(self.home), "registry": self.registry})
         self.save_state(state)
-        self.build_hosts(state)
+        gateway = self.start_network()
+        self.start_registry(state, "push", self.registry, readonly=False)
+        self.start_registry(state, "hosts", "%s:%d" % (gateway, REGISTRY_HOST_PORT), readonly=True)
+        self.build_host_image(state)
+        self.build_standin_image(state)
+        return state
+
+    def fleet(self, home, hosts, inventory=None):
+        """A fleet of this twin's hosts with its own folder, key and inventory (tests make private ones)."""
+        state = self.load_state()
+        return fleet.Fleet(self, home, hosts, state.get("host_image"), inventory=inventory)
+
+    def demo_fleet(self, count=None):
+        state = self.load_state()
+        if count is None:
+            count = len(state.get("hosts") or {}) or 2
+        return self.fleet(self.home / "demo", demo_hosts(count), inventory=self.inventory)
+
+    def up(self, count=None):
+        state = self.infrastructure()
+        demo = self.demo_fleet(count)
+        stale = set(state.get("hosts") or {}) - set(demo.hosts)
+        if stale:
+            demo.remove_hosts(sorted(stale))
+        demo.up()
+        state = self.load_state()
+        state["hosts"] = {name: host.profile_name for name, host in demo.hosts.items()}
+        state["inventory"] = str(self.inventory)
         self.save_state(state)
-        self.start_registry(state)
-        self.build_image(state)
-        log("up: %d host(s), registry %s" % (len(state["hosts"]), self.registry))
+        log("up: %d host(s) in %s, registry %s" % (len(demo.hosts), self.inventory, self.registry))
         return state
 
     def our_containers(self):
-        """Containers that map a device or a folder from this twin's home."""
-        ids = docker("ps", "-aq").stdout.split()
-        if not ids:
-            return []
-        ours = []
-        # A container may go away between the listing and the inspection; inspect reports the others.
-        for info in json.loads(docker("inspect", *ids, check=False).stdout or "[]"):
-            sources = [mount.get("Source", "") for mount in info.get("Mounts", [])]
-            sources += [device.get("PathOnHost", "") for device in info["HostConfig"].get("Devices") or []]
-            if any(source.startswith(str(self.home) + "/") for source in sources):
-                ours.append(info["Name"].lstrip("/"))
-        return ours
+        """Twin hosts of this twin (every fleet), by their label."""
+        listing = docker("ps", "-a", "--filter", "label=ascend-vllm-fleet.twin=%s" % self.instance,
+                         "--format", "{{.Names}}").stdout.split()
+        return sorted(listing)
 
     def our_images(self):
         listing = docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
-        prefixes = ("%s/" % self.registry, self.build_repository + ":")
+        prefixes = ("%s/" % self.registry, self.build_repository + ":", self.host_image + ":")
         return [image for image in listing if image.startswith(prefixes)]
 
     def down(self, purge=False):
         state = self.load_state()
+        if self.home.exists() and not self.state_path.exists():
+            raise TwinError("%s exists but holds no %s: not removing what the twin did not make"
+                            % (self.home, STATE_FILE))
         if shutil.which("docker") and docker("info", check=False).returncode == 0:
             for name in self.our_containers():
-                docker("rm", "-f", name)
-                log("removed container %s" % name)
+                fleet.remove_container(name)
+                log("removed host %s" % name)
+            if docker("network", "inspect", self.network, check=False).returncode == 0:
+                docker("network", "rm", self.network)
             for image in self.our_images():
                 docker("rmi", "-f", image)
             if purge:
-                docker("rmi", "-f", BASE_IMAGE, check=False)
-        pid = state.get("registry_pid")
-        if pid and self._is_our_registry(pid):
-            os.kill(pid, signal.SIGTERM)
-            for _ in range(50):
-                if not self._is_our_registry(pid):
-                    break
-                time.sleep(0.1)
-            log("stopped the registry (pid %d)" % pid)
+                listing = docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+                for image in listing:
+                    if image.startswith(BASE_REPOSITORY):
+                        docker("rmi", "-f", image, check=False)
+        for pid in (state.get("registry_pids") or {}).values():
+            if self._is_our_registry(pid):
+                os.kill(pid, signal.SIGTERM)
+                for _ in range(50):
+                    if not self._is_our_registry(pid):
+                        break
+                    time.sleep(0.1)
+                try:
+                    os.waitpid(pid, 0)  # reap it when this process started it (tests do)
+                except ChildProcessError:
+                    pass
+                log("stopped a registry (pid %d)" % pid)
+        if state.get("inventory") and pathlib.Path(state["inventory"]).exists():
+            pathlib.Path(state["inventory"]).unlink()
         if self.home.exists():
-            if not self.state_path.exists():
-                raise TwinError("%s exists but holds no %s: not removing what the twin did not make"
-                                % (self.home, STATE_FILE))
             shutil.rmtree(self.home)
         if purge and self.cache.exists():
             shutil.rmtree(self.cache)
@@ -312,6 +384,7 @@ class Twin:
         return {
             "home": str(self.home),
             "hosts": state.get("hosts", {}),
+            "inventory": state.get("inventory"),
             "registry": self.registry,
             "registry_up": self.registry_answers(),
             "containers": self.our_containers() if shutil.which("docker") else [],
@@ -323,14 +396,17 @@ def main(argv=None):
 
     parser = argparse.ArgumentParser(prog="python -m twin", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("--hosts", type=int, help="with up: how many demo hosts (default: as many as now, or 2)")
     parser.add_argument("--purge", action="store_true", help="with down: also remove the caches")
-    parser.add_argument("--inventory", help="inventory file whose hosts have twin_profile (default %s)"
+    parser.add_argument("--inventory", help="with up: where to write the demo fleet's inventory (default %s)"
                         % DEFAULT_INVENTORY)
     args = parser.parse_args(argv)
+    if args.hosts is not None and args.hosts < 1:
+        parser.error("--hosts %d: expected 1 or more" % args.hosts)
     twin = Twin(inventory=args.inventory)
     try:
         if args.command == "up":
-            twin.up()
+            twin.up(args.hosts)
         elif args.command == "down":
             twin.down(purge=args.purge)
         else:

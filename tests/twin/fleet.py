@@ -1,0 +1,250 @@
+"""A fleet of twin hosts: system containers on the twin network, reached over SSH like real Ascend hosts.
+
+Each host runs sshd and its own Docker engine (tests/twin/host/). Its Ascend files are made on this machine
+by hosts.build_root and bind-mounted at the real paths, its device nodes passed with --device, so a test can
+change a host's model or driver files from outside while the playbooks see an ordinary host. The operator's
+login is `ops` with a key the fleet makes; host keys go to a known_hosts file the inventory names, so
+host-key checking stays on. A fleet lives in its own folder; its inventory is written there (or where asked)
+beside the twin's group_vars.
+"""
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import time
+
+import yaml
+
+from . import hosts as host_files
+
+HERE = pathlib.Path(__file__).resolve().parent
+GROUP_VARS = HERE.parent.parent / "inventory" / "twin" / "group_vars"
+USER = "ops"
+# How every twin host names the registry that stands in for quay.io (the inventory's registry mirror).
+REGISTRY_NAME = "twin-registry"
+# What a twin host mounts from its folder on this machine, at the same path inside (the real default paths).
+BIND_MOUNTS = (
+    ("usr/local/Ascend", "/usr/local/Ascend", "rw"),
+    ("usr/local/dcmi", "/usr/local/dcmi", "ro"),
+    ("usr/local/bin/npu-smi", "/usr/local/bin/npu-smi", "ro"),
+    ("etc/ascend_install.info", "/etc/ascend_install.info", "ro"),
+    ("data/models", "/data/models", "rw"),
+)
+# A nested engine runs without --privileged (which this sandbox refuses): every capability but one, no
+# seccomp or AppArmor profile, any device, and the cgroup tree writable for the engine's containers.
+ENGINE_ISOLATION = ("--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
+                    "--security-opt", "apparmor=unconfined", "--device-cgroup-rule", "a *:* rwm",
+                    "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw")
+HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
+
+
+def docker(*args, check=True, input=None):
+    result = subprocess.run(["docker"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True, input=input)
+    if check and result.returncode != 0:
+        raise RuntimeError("docker %s failed (exit %d): %s" % (" ".join(args[:3]), result.returncode,
+                                                                (result.stderr or result.stdout).strip()[-2000:]))
+    return result
+
+
+def remove_container(name):
+    """Remove a twin host and the empty cgroups its engine left (named after it) in this machine's tree."""
+    docker("rm", "-f", name, check=False)
+    for cgroup in sorted(pathlib.Path("/sys/fs/cgroup").glob("*/%s" % name)) + \
+            sorted(pathlib.Path("/sys/fs/cgroup").glob(name)):
+        for folder, _, _ in sorted(os.walk(cgroup), key=lambda entry: -len(entry[0])):
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+
+
+class TwinHost:
+    """One twin host: its container, its files on this machine, and commands run inside it as root."""
+
+    def __init__(self, fleet, name, profile_name):
+        self.fleet = fleet
+        self.name = name
+        self.profile_name = profile_name
+        self.root = fleet.home / "hosts" / name
+        self.engine_dir = fleet.home / "engines" / name
+        self.container = "%s-%s" % (fleet.prefix, name)
+
+    def exec(self, *argv, check=True, input=None):
+        args = ["exec"] + (["-i"] if input is not None else []) + [self.container] + list(argv)
+        return docker(*args, check=check, input=input)
+
+    def docker(self, *args, check=True):
+        """This host's own Docker engine."""
+        return self.exec("docker", *args, check=check)
+
+    def inspect(self, container):
+        result = self.docker("container", "inspect", container, check=False)
+        return json.loads(result.stdout)[0] if result.returncode == 0 else None
+
+    def read_text(self, path):
+        return self.exec("cat", path).stdout
+
+    def exists(self, path):
+        return self.exec("test", "-e", path, check=False).returncode == 0
+
+    def mode(self, path):
+        return int(self.exec("stat", "-c", "%a", path).stdout.strip(), 8)
+
+    def container_info(self):
+        """The host's own container, as this machine's engine sees it."""
+        return json.loads(docker("container", "inspect", self.container).stdout)[0]
+
+    def changed_paths(self):
+        """Every path added, changed or deleted in the host's own filesystem since it was made (docker diff)."""
+        return sorted(line.split(" ", 1)[1] for line in docker("diff", self.container).stdout.splitlines())
+
+    @property
+    def address(self):
+        return self.container_info()["NetworkSettings"]["Networks"][self.fleet.twin.network]["IPAddress"]
+
+    def url(self, port):
+        return "http://%s:%d" % (self.address, port)
+
+    def running(self):
+        result = docker("container", "inspect", "-f", "{{.State.Running}} {{.Config.Image}}", self.container,
+                        check=False)
+        return result.returncode == 0 and result.stdout.split() == ["true", self.fleet.host_image]
+
+    def start(self, public_key, gateway):
+        profile = host_files.load_profiles()[self.profile_name]
+        host_files.build_root(self.root, profile)
+        if self.running():
+            return False
+        remove_container(self.container)
+        self.engine_dir.mkdir(parents=True, exist_ok=True)
+        args = ["run", "-d", "--name", self.container, "--hostname", self.name, "--network", self.fleet.twin.network,
+                "--add-host", "%s:%s" % (REGISTRY_NAME, gateway),
+                "--label", "ascend-vllm-fleet.twin=%s" % self.fleet.twin.instance,
+                "--label", "ascend-vllm-fleet.twin-fleet=%s" % self.fleet.id,
+                "--label", "ascend-vllm-fleet.twin-host=%s" % self.name,
+                "-e", "TWIN_AUTHORIZED_KEY=%s" % public_key, "-e", "TWIN_CGROUP_PARENT=%s" % self.container,
+                "-v", "%s:/var/lib/docker" % self.engine_dir]
+        args += ENGINE_ISOLATION
+        for source, target, mode in BIND_MOUNTS:
+            args += ["-v", "%s:%s:%s" % (self.root / source, target, mode)]
+        for node in sorted((self.root / "dev").iterdir()):
+            args += ["--device", "%s:/dev/%s" % (node, node.name)]
+        docker(*(args + [self.fleet.host_image]))
+        return True
+
+    def wait_ready(self, timeout=60):
+        """sshd has its keys and the host's engine answers."""
+        deadline = time.time() + timeout
+        probe = "test -s /etc/ssh/ssh_host_ed25519_key.pub && pgrep -x sshd >/dev/null && docker info >/dev/null"
+        while time.time() < deadline:
+            if self.exec("sh", "-c", probe, check=False).returncode == 0:
+                return
+            time.sleep(0.5)
+        logs = docker("logs", "--tail", "20", self.container, check=False)
+        raise RuntimeError("twin host %s did not come up within %d s: %s%s" % (
+            self.name, timeout, logs.stdout, logs.stderr))
+
+    def known_hosts_lines(self):
+        lines = []
+        for key_type in HOST_KEY_TYPES:
+            result = self.exec("cat", "/etc/ssh/ssh_host_%s_key.pub" % key_type, check=False)
+            if result.returncode == 0:
+                algorithm, key = result.stdout.split()[:2]
+                lines.append("%s %s %s\n" % (self.address, algorithm, key))
+        return lines
+
+    def remove(self):
+        remove_container(self.container)
+        for folder in (self.root, self.engine_dir):
+            if folder.exists():
+                shutil.rmtree(folder)
+
+
+class Fleet:
+    """Twin hosts with one folder, one login key, one known_hosts file and one inventory."""
+
+    def __init__(self, twin, home, hosts, host_image, inventory=None):
+        self.twin = twin
+        self.home = pathlib.Path(home)
+        self.id = hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:6]
+        self.prefix = "%s-%s" % (twin.prefix, self.id)
+        self.host_image = host_image
+        known = host_files.load_profiles()
+        for name, profile in sorted(hosts.items()):
+            if profile not in known:
+                raise ValueError("host %s: unknown twin profile %r (known: %s)"
+                                 % (name, profile, ", ".join(sorted(known))))
+        self.hosts = {name: TwinHost(self, name, profile) for name, profile in sorted(hosts.items())}
+        self.inventory = pathlib.Path(inventory) if inventory else self.home / "inventory" / "hosts.yml"
+        self.key = self.home / "ssh" / "id_ed25519"
+        self.known_hosts = self.home / "ssh" / "known_hosts"
+        self.overrides = {}
+
+    def __getitem__(self, name):
+        return self.hosts[name]
+
+    def ensure_key(self):
+        if not self.key.exists():
+            self.key.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ascend-vllm-fleet twin",
+                            "-f", str(self.key)], check=True)
+        return self.key.with_suffix(".pub").read_text().strip()
+
+    def up(self):
+        if not self.host_image:
+            raise RuntimeError("the twin's host image is not built: run `python -m twin up` first")
+        public_key = self.ensure_key()
+        gateway = self.twin.gateway()
+        started = [host for host in self.hosts.values() if host.start(public_key, gateway)]
+        for host in self.hosts.values():
+            host.wait_ready()
+        self.write_known_hosts()
+        self.write_inventory()
+        return started
+
+    def write_known_hosts(self):
+        lines = [line for host in self.hosts.values() for line in host.known_hosts_lines()]
+        tmp = self.known_hosts.with_suffix(".tmp")
+        tmp.write_text("".join(lines))
+        os.replace(tmp, self.known_hosts)
+
+    def write_inventory(self, **overrides):
+        """The fleet's inventory; overrides maps a host to variables added for the next runs only."""
+        self.inventory.parent.mkdir(parents=True, exist_ok=True)
+        if self.inventory.parent != GROUP_VARS.parent and not (self.inventory.parent / "group_vars").exists():
+            (self.inventory.parent / "group_vars").symlink_to(GROUP_VARS)
+        addresses = {name: host.address for name, host in self.hosts.items()}
+        text = ("---\n# Written by the twin (tests/twin/fleet.py): its hosts, how to reach them and their hardware\n"
+                "# profile (tests/twin/profiles.yml). Everything else is in group_vars, as for a real site.\n")
+        text += yaml.safe_dump(self.inventory_document(addresses, overrides), sort_keys=False)
+        tmp = self.inventory.with_suffix(".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, self.inventory)
+        return self.inventory
+
+    def inventory_document(self, addresses, overrides=None):
+        """Hosts with their address and profile; the login, key and known_hosts for all of them."""
+        inventory_hosts = {}
+        for name, host in self.hosts.items():
+            inventory_hosts[name] = dict({"ansible_host": addresses[name], "twin_profile": host.profile_name},
+                                         **(overrides or {}).get(name, {}))
+        connection = {"ansible_user": USER, "ansible_ssh_private_key_file": str(self.key),
+                      "ansible_ssh_common_args": "-o UserKnownHostsFile=%s" % self.known_hosts}
+        return {"all": {"children": {"ascend": {"hosts": inventory_hosts, "vars": connection}}}}
+
+    def remove_hosts(self, names):
+        for name in names:
+            TwinHost(self, name, None).remove()
+
+    def down(self):
+        listing = docker("ps", "-a", "--filter", "label=ascend-vllm-fleet.twin-fleet=%s" % self.id,
+                         "--format", "{{.Names}}").stdout.split()
+        for container in listing:
+            remove_container(container)
+        if self.home.exists():
+            shutil.rmtree(self.home)
+        if self.inventory.exists():
+            self.inventory.unlink()
