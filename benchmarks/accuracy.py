@@ -10,8 +10,9 @@ instance and prints, from this one run:
 - the same group measured by evalscope's perf (installed from PyPI into benchmarks/.venv-evalscope), side by
   side, as ratios.
 
-Needs the demo deployed (`scripts/dev demo`). Usage:
-  .venv/bin/python benchmarks/accuracy.py [--base-url URL] [--request-log FILE] [--skip-evalscope]
+Needs the demo deployed (`scripts/dev demo`); measures its first host unless told otherwise. Usage:
+  .venv/bin/python benchmarks/accuracy.py [--twin-host twin-01 | --base-url URL --request-log FILE]
+                                          [--skip-evalscope]
 """
 import argparse
 import json
@@ -23,11 +24,13 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
 from ascend_vllm_fleet.modules import load_library_module  # noqa: E402
+from twin.lifecycle import Twin  # noqa: E402
 
 bench = load_library_module("vllm_benchmark")
-TWIN_LOG = "/var/lib/ascend-vllm-fleet-twin/hosts/twin-duo4/root/.cache/vllm-twin/requests-8000.jsonl"
+# Where the stand-in on a twin host writes its per-request log (its /root/.cache is the host's).
+STANDIN_LOG = "/root/.cache/vllm-twin/requests-8000.jsonl"
 EVALSCOPE_VENV = REPO / "benchmarks" / ".venv-evalscope"
 
 
@@ -111,17 +114,25 @@ def latency_stats(latencies):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000")
-    parser.add_argument("--request-log", default=TWIN_LOG, help="the stand-in's per-request log")
+    parser.add_argument("--twin-host", default="twin-01", help="the demo host to measure (default %(default)s)")
+    parser.add_argument("--base-url", help="another endpoint (default: the twin host's port 8000)")
+    parser.add_argument("--request-log", help="the stand-in's per-request log (default: read from the twin host)")
     parser.add_argument("--size", default="1920x1080")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--requests", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--skip-evalscope", action="store_true")
     args = parser.parse_args()
+    host = Twin().demo_fleet()[args.twin_host]
+    args.base_url = args.base_url or host.url(8000)
     model, group, results, build_cpu, send_cpu = run_module(args)
-    if not pathlib.Path(args.request_log).exists():
-        sys.exit("%s not found: deploy the twin first (scripts/dev demo), or pass --request-log" % args.request_log)
+    if args.request_log is None:
+        if not host.exists(STANDIN_LOG):
+            sys.exit("%s: %s not found: deploy the twin first (scripts/dev demo)" % (args.twin_host, STANDIN_LOG))
+        copy = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+        copy.write(host.read_text(STANDIN_LOG))
+        copy.close()
+        args.request_log = copy.name
     failed = [r for r in results if r.error]
     if failed:
         sys.exit("%d requests failed (%s): fix the endpoint first" % (len(failed), failed[0].error))

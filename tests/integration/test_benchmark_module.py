@@ -50,10 +50,14 @@ class LocalStandin:
     def url(self):
         return "http://127.0.0.1:%d" % self.port
 
-    def records(self):
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+    def records(self, expected=0, timeout=10):
+        """The server's log lines; it writes each after its last byte, so wait until `expected` are there."""
+        deadline = time.time() + timeout
+        while True:
+            lines = self.log.read_text().splitlines() if self.log.exists() else []
+            if len(lines) >= expected or time.time() > deadline:
+                return [json.loads(line) for line in lines if line.strip()]
+            time.sleep(0.05)
 
     def stop(self):
         if self.process.poll() is None:
@@ -97,7 +101,7 @@ def test_numbers_agree_with_the_servers_own_log(standin):
     server = standin(speed=20)
     facts = bench.run(params(base_url=server.url, image_sizes=["640x480"], max_tokens=[16],
                              concurrency=[1, 8], requests_per_group=16))
-    log = server.records()
+    log = server.records(expected=32)
     assert [g["concurrency"] for g in facts["groups"]] == [1, 8] and len(log) == 32
     assert facts["model"] == MODEL
     for group, records in zip(facts["groups"], (log[:16], log[16:])):
@@ -119,7 +123,7 @@ def test_each_client_latency_spans_the_servers_own(standin):
     group = {"image_size": "640x480", "max_tokens": 12, "concurrency": 4}
     wall_offset = time.time() - time.monotonic()
     results = benchmark.run_group(group, benchmark.bodies(group), lambda index: None)
-    records = {record["id"]: record for record in server.records()}
+    records = {record["id"]: record for record in server.records(expected=12)}
     assert len(records) == len(results) == 12
     clock_slack = 0.002  # converting time.monotonic() to wall-clock time
     for result in results:
@@ -177,7 +181,7 @@ def test_server_killed_mid_run_then_resume_runs_only_the_missing_groups(standin,
     assert [g["resumed"] for g in second["groups"]] == [True, False, False]
     assert all(g["completed"] == 8 for g in second["groups"])
     assert results.read_text().splitlines()[:len(lines_before)] == lines_before, "finished groups are kept"
-    assert len(restarted.records()) == 8 * 2
+    assert len(restarted.records(expected=8 * 2)) == 8 * 2
     progress = json.loads((tmp_path / "results.jsonl.progress.json").read_text())
     assert progress["finished"] is True and progress["groups_done"] == 3
 

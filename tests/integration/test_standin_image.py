@@ -184,8 +184,15 @@ def test_errors_look_like_vllm(seed_server):
 
 def test_request_log_lands_in_the_hosts_cache_mount(seed_server, host_root):
     base, _ = seed_server
-    requests.post(base + "/v1/chat/completions", json=chat_body(640, 480, 8), headers=AUTH, timeout=30)
-    logs = list((host_root / "root/.cache/vllm-twin").glob("requests-8000.jsonl"))
-    assert logs, "no request log under %s" % host_root
-    last = json.loads(logs[0].read_text().splitlines()[-1])
-    assert last["completion_tokens"] == 8 and last["finished_s"] > last["first_token_s"] >= last["received_s"]
+    reply = requests.post(base + "/v1/chat/completions", json=chat_body(640, 480, 8), headers=AUTH, timeout=30)
+    log = host_root / "root/.cache/vllm-twin/requests-8000.jsonl"
+    deadline = time.time() + 10  # the server logs a request after its last byte
+    while time.time() < deadline:
+        ours = [json.loads(line) for line in (log.read_text().splitlines() if log.exists() else [])
+                if json.loads(line)["id"] == reply.json()["id"]]
+        if ours:
+            break
+        time.sleep(0.05)
+    assert ours, "request %s not in %s" % (reply.json()["id"], log)
+    assert ours[0]["completion_tokens"] == 8 and ours[0]["finished_s"] > ours[0]["first_token_s"]
+    assert ours[0]["first_token_s"] >= ours[0]["received_s"]
