@@ -210,6 +210,13 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    inventory = getattr(args, "inventory", None)
+    if inventory and not pathlib.Path(inventory).exists():
+        hint = ("the twin's inventory is written by `scripts/dev twin up`"
+                if pathlib.Path(inventory).resolve() == DEFAULT_INVENTORY else "check the path")
+        sys.stderr.write("ascend-vllm-fleet: inventory %s not found: %s, or pass -i inventory/<site>/hosts.yml\n"
+                         % (inventory, hint))
+        return 2
     if args.command == "verify":
         return command_verify(args)
     if args.command == "report":

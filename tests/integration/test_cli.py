@@ -37,6 +37,12 @@ def test_every_subcommand_has_help_with_examples():
         assert "examples:" in result.stdout and "ascend-vllm-fleet %s" % command in result.stdout
 
 
+def test_missing_inventory_is_named_before_anything_runs(tmp_path, capsys):
+    missing = tmp_path / "nowhere" / "hosts.yml"
+    assert cli.main(["deploy", "-i", str(missing)]) == 2
+    assert "inventory %s not found" % missing in capsys.readouterr().err
+
+
 def test_deploy_names_the_bad_host_and_exits_non_zero(fleet):
     inventory = str(fleet.inventory)
     code, output = run("deploy", "-i", inventory)
