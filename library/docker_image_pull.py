@@ -1,5 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible module docker_image_pull: make an image present with the Docker CLI, retrying with backoff."""
 
 from __future__ import absolute_import, division, print_function
@@ -18,7 +20,7 @@ description:
   - Uses the Docker CLI only; needs no Python Docker SDK on the host.
 version_added: "1.0.0"
 author:
-  - ascend-vllm-fleet
+  - ascend-vllm-fleet contributors (!UNKNOWN)
 options:
   name:
     description: Image reference with its tag, for example C(quay.io/ascend/vllm-ascend:v0.18.0rc1-310p).
@@ -87,7 +89,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 def inspect(docker, name):
     result = subprocess.run([docker, "image", "inspect", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            universal_newlines=True)
+                            universal_newlines=True, check=False)
     if result.returncode != 0:
         return None
     return json.loads(result.stdout)[0]
@@ -129,7 +131,7 @@ def main():
     delay, errors = params["delay"], []
     for attempt in range(1, params["retries"] + 1):
         result = subprocess.run([docker, "pull", name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                universal_newlines=True)
+                                universal_newlines=True, check=False)
         if result.returncode == 0:
             break
         errors.append(result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "exit %d"

@@ -1,5 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible module model_files: is a Hugging Face model folder complete on this host?"""
 
 from __future__ import absolute_import, division, print_function
@@ -19,7 +21,7 @@ description:
   - Only reads; supports check mode.
 version_added: "1.0.0"
 author:
-  - ascend-vllm-fleet
+  - ascend-vllm-fleet contributors (!UNKNOWN)
 options:
   path:
     description: The model folder on the host.

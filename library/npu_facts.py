@@ -1,5 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible module npu_facts: what an Ascend host's npu-smi, driver and device nodes say, as facts."""
 
 from __future__ import absolute_import, division, print_function
@@ -23,7 +25,7 @@ description:
   - Needs only the Python standard library (Python 3.8 or later) on the host.
 version_added: "1.0.0"
 author:
-  - ascend-vllm-fleet
+  - ascend-vllm-fleet contributors (!UNKNOWN)
 options:
   npu_smi:
     description:
@@ -482,7 +484,7 @@ class Gatherer:
         command = [path] + list(args)
         try:
             result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    universal_newlines=True, timeout=self.params["timeout"])
+                                    universal_newlines=True, timeout=self.params["timeout"], check=False)
         except subprocess.TimeoutExpired:
             return None, "timed out after %ss" % self.params["timeout"]
         except OSError as error:

@@ -1,5 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible module vllm_benchmark: the seed's benchmark matrix against an OpenAI-compatible vLLM endpoint."""
 
 from __future__ import absolute_import, division, print_function
@@ -35,7 +37,7 @@ description:
   - Standard library only, Python 3.8 or later on the host.
 version_added: "1.0.0"
 author:
-  - ascend-vllm-fleet
+  - ascend-vllm-fleet contributors (!UNKNOWN)
 options:
   base_url:
     description: Server address as seen from where the module runs.
@@ -214,6 +216,7 @@ ansible_facts:
 """
 
 import base64
+import functools
 import http.client
 import json
 import math
@@ -321,7 +324,7 @@ def max_in_flight(results):
         edges.append((result.sent, 1))
         edges.append((result.finished if result.finished is not None else result.sent, -1))
     peak = current = 0
-    for _, step in sorted(edges, key=lambda edge: (edge[0], edge[1])):
+    for _moment, step in sorted(edges, key=lambda edge: (edge[0], edge[1])):
         current += step
         peak = max(peak, current)
     return peak
@@ -469,7 +472,7 @@ class Benchmark:
         if self.files:
             data = self.files[self.image_seed % len(self.files)]
             url = "data:image/%s;base64,%s" % ("png" if data[:4] == b"\x89PNG" else "jpeg",
-                                              base64.b64encode(data).decode("ascii"))
+                                               base64.b64encode(data).decode("ascii"))
         else:
             width, height = parse_size(size)
             url = data_url(png_image(width, height, seed=self.image_seed if self.params["unique_images"] else 0))
@@ -491,7 +494,7 @@ class Benchmark:
         """Every request body of a group, built before its clock starts."""
         if self.params["unique_images"] or self.files:
             return [self.body(group["image_size"], group["max_tokens"])
-                    for _ in range(self.params["requests_per_group"])]
+                    for _request in range(self.params["requests_per_group"])]
         return [self.body(group["image_size"], group["max_tokens"])] * self.params["requests_per_group"]
 
     def run_group(self, group, bodies, progress):
@@ -513,7 +516,7 @@ class Benchmark:
                 progress(index)
 
         workers = [threading.Thread(target=worker, daemon=True)
-                   for _ in range(min(group["concurrency"], len(bodies)))]
+                   for _worker in range(min(group["concurrency"], len(bodies)))]
         # Hand the GIL between workers every 0.5 ms rather than 5 ms: a worker whose answer arrived must not
         # wait behind others to read it, or its latency would include the client's own queueing.
         switch_interval = sys.getswitchinterval()
@@ -585,7 +588,7 @@ ARGUMENT_SPEC = dict(
     model=dict(type="str"),
     api_key=dict(type="str", no_log=True),
     image_sizes=dict(type="list", elements="str", default=["1920x1080", "1280x720", "640x480"]),
-    max_tokens=dict(type="list", elements="int", default=[256, 64, 32]),
+    max_tokens=dict(type="list", elements="int", default=[256, 64, 32], no_log=False),
     concurrency=dict(type="list", elements="int", default=[1, 8, 16, 32, 64]),
     requests_per_group=dict(type="int", default=64),
     prompt=dict(type="str", default="描述一下图片"),
@@ -598,7 +601,7 @@ ARGUMENT_SPEC = dict(
     error_threshold=dict(type="float", default=0.05),
     results_file=dict(type="path"),
     resume=dict(type="bool", default=False),
-    estimate_seconds_per_token=dict(type="float", default=0.09),
+    estimate_seconds_per_token=dict(type="float", default=0.09, no_log=False),
 )
 
 
@@ -611,6 +614,12 @@ def main():
     except BenchmarkError as error:
         module.fail_json(msg=str(error))
     module.exit_json(changed=not module.check_mode, ansible_facts={"vllm_benchmark": facts})
+
+
+def count_finished_request(recorder, state, request_index):  # pylint: disable=unused-argument
+    """run_group's callback: one more request of the group finished; the progress file says so (throttled)."""
+    state["requests_done"] += 1
+    recorder.progress(state)
 
 
 def run(params, check_mode=False):
@@ -647,7 +656,7 @@ def run_matrix(params, groups, facts, recorder):
     finished = {key: record for key, record in recorder.finished_groups().items()
                 if not record.get("unreliable")} if params["resume"] else {}
     if params["warmup_requests"] and len(finished) < len(groups):
-        for _ in range(params["warmup_requests"]):
+        for _warmup in range(params["warmup_requests"]):
             endpoint.stream(benchmark.body(groups[0]["image_size"], min(groups[0]["max_tokens"], 16)),
                             Result(time.monotonic()))
     started = time.monotonic()
@@ -663,16 +672,13 @@ def run_matrix(params, groups, facts, recorder):
                  "requests_total": len(bodies), "groups_done": len(facts["groups"])}
         recorder.progress(state, force=True)
 
-        def progress(_, state=state):
-            state["requests_done"] += 1
-            recorder.progress(state)
-
-        results = benchmark.run_group(group, bodies, progress)
+        results = benchmark.run_group(group, bodies, functools.partial(count_finished_request, recorder, state))
         metrics = summarise(group, results)
         metrics["unreliable"] = metrics["error_rate"] > params["error_threshold"]
         metrics["finished_at"] = time.time()
         recorder.append(metrics)
         facts["groups"].append(dict(metrics, resumed=False))
+
 
 if __name__ == "__main__":
     main()

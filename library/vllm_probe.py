@@ -1,5 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible module vllm_probe: wait until a vLLM instance serves, then send it one real image request."""
 
 from __future__ import absolute_import, division, print_function
@@ -20,7 +22,7 @@ description:
   - Only reads; supports check mode.
 version_added: "1.0.0"
 author:
-  - ascend-vllm-fleet
+  - ascend-vllm-fleet contributors (!UNKNOWN)
 options:
   base_url:
     description: Server address as seen from the host.
@@ -150,16 +152,16 @@ def http(method, url, api_key=None, body=None, timeout=10):
 def container_state(docker, name):
     """(running, status text) of a container, or (False, reason) when it does not exist."""
     result = subprocess.run([docker, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     if result.returncode != 0:
         return False, "container %s does not exist" % name
-    status, _, code = result.stdout.strip().partition(" ")
+    status, _space, code = result.stdout.strip().partition(" ")
     return status == "running", "container %s is %s (exit code %s)" % (name, status, code)
 
 
 def container_logs(docker, name, lines):
     result = subprocess.run([docker, "logs", "--tail", str(lines), name], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, universal_newlines=True)
+                            stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     return result.stdout.strip()
 
 
@@ -220,7 +222,7 @@ def main():
             smoke_test=dict(type="bool", default=True),
             prompt=dict(type="str", default="请描述一下图片"),
             image_size=dict(type="str", default="640x480"),
-            max_tokens=dict(type="int", default=64),
+            max_tokens=dict(type="int", default=64, no_log=False),
             request_timeout=dict(type="int", default=300),
         ),
         supports_check_mode=True,

@@ -1,4 +1,6 @@
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Test images made on the managed host with the standard library: hosts may have no internet and no PIL.
 
 Photo-like content (smooth gradients with noise) rather than flat colour, so that an image's encoded size and
@@ -31,13 +33,14 @@ def png_image(width, height, seed=0):
     photo's JPEG: the upload costs what a real request's does.
     """
     rng = random.Random(seed)
-    phases = [rng.random() * 2 * math.pi for _ in range(4)]
+    phases = [rng.random() * 2 * math.pi for _channel in range(4)]
     base = bytearray()
     for x in range(width):
         for channel in range(3):
             wave = 110 + 80 * math.sin(x / float(width) * math.pi * (channel + 1.5) + phases[channel])
             base.append(_clip(wave + rng.randint(-14, 14)))
-    patterns = [bytes(base)] + [bytes(_clip(value + rng.randint(-12, 12)) for value in base) for _ in range(3)]
+    patterns = [bytes(base)] + [bytes(_clip(value + rng.randint(-12, 12)) for value in base)
+                                for _variant in range(3)]
     tables = {}
     rows = []
     for y in range(height):
