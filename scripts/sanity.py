@@ -61,9 +61,9 @@ import subprocess
 import sys
 
 # In its own process: ensurepip turns pip's configuration off in the environment of the process it runs in.
-subprocess.check_call([sys.executable, "-m", "ensurepip"])
+subprocess.check_call([sys.executable, "-m", "ensurepip"], stdout=subprocess.DEVNULL)
 arguments = [arg for arg in sys.argv[1:] if arg not in ("--no-setuptools", "--no-wheel")]
-sys.exit(subprocess.call([sys.executable, "-m", "pip", "install"] + arguments))
+sys.exit(subprocess.call([sys.executable, "-m", "pip", "install", "--quiet"] + arguments))
 """
 
 
