@@ -228,7 +228,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from ansible.module_utils.ascend_images import data_url, png_image
+from ansible.module_utils.ascend_images import ImageSeries, data_url
 from ansible.module_utils.basic import AnsibleModule
 
 SIZE = re.compile(r"^([1-9]\d*)x([1-9]\d*)$")
@@ -456,6 +456,10 @@ def plan(params):
             for concurrency in params["concurrency"]]
 
 
+# Stands for the image's data URL in a request body until the body is serialised (see Benchmark.body).
+IMAGE_PLACEHOLDER = "ascend-vllm-fleet:image-url"
+
+
 def group_key(group):
     return "%s/%s/%s" % (group["image_size"], group["max_tokens"], group["concurrency"])
 
@@ -467,6 +471,7 @@ class Benchmark:
         self.model = model
         self.files = [open(path, "rb").read() for path in params["image_files"]]
         self.image_seed = 0
+        self.series = {}
 
     def image(self, size):
         if self.files:
@@ -474,8 +479,9 @@ class Benchmark:
             url = "data:image/%s;base64,%s" % ("png" if data[:4] == b"\x89PNG" else "jpeg",
                                                base64.b64encode(data).decode("ascii"))
         else:
-            width, height = parse_size(size)
-            url = data_url(png_image(width, height, seed=self.image_seed if self.params["unique_images"] else 0))
+            if size not in self.series:
+                self.series[size] = ImageSeries(*parse_size(size))
+            url = data_url(self.series[size].png(self.image_seed if self.params["unique_images"] else 0))
         if self.params["unique_images"]:
             self.image_seed += 1
         return url
@@ -485,10 +491,13 @@ class Benchmark:
             "model": self.model, "max_tokens": max_tokens, "stream": True,
             "stream_options": {"include_usage": True}, "ignore_eos": self.params["ignore_eos"],
             "messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": self.image(size)}},
+                {"type": "image_url", "image_url": {"url": IMAGE_PLACEHOLDER}},
                 {"type": "text", "text": self.params["prompt"]}]}],
         }
-        return json.dumps(request, ensure_ascii=False).encode("utf-8")
+        # The image goes in after the JSON is made: a data URL (base64) needs no escaping, and serialising
+        # a megabyte of it would cost more than making the image.
+        before, after = json.dumps(request, ensure_ascii=False).split(IMAGE_PLACEHOLDER, 1)
+        return (before + self.image(size) + after).encode("utf-8")
 
     def bodies(self, group):
         """Every request body of a group, built before its clock starts."""

@@ -1,0 +1,77 @@
+"""module_utils/ascend_images.py: every image of a series is a valid PNG of its size, with pixels of its own."""
+import base64
+import io
+import json
+import random
+import struct
+import zlib
+
+import pytest
+from PIL import Image
+
+import ascend_images
+from conftest import load_library_module
+
+SIZES = [(1920, 1080), (640, 480), (33, 9), (5, 3), (1, 1)]
+
+
+def idat_stream(png):
+    """The zlib stream of a PNG: its IDAT chunks' data, joined, each chunk's CRC checked on the way."""
+    stream, at = b"", 8
+    while at < len(png):
+        length, kind = struct.unpack(">I4s", png[at:at + 8])
+        data = png[at + 8:at + 8 + length]
+        assert struct.unpack(">I", png[at + 8 + length:at + 12 + length])[0] == zlib.crc32(kind + data)
+        if kind == b"IDAT":
+            stream += data
+        at += 12 + length
+    return stream
+
+
+@pytest.mark.parametrize("width,height", SIZES)
+def test_two_images_of_a_size_decode_to_it_and_differ_in_pixels(width, height):
+    series = ascend_images.ImageSeries(width, height)
+    decoded = []
+    for seed in (0, 1, 2):
+        image = Image.open(io.BytesIO(series.png(seed)))
+        image.load()
+        assert image.size == (width, height) and image.mode == "RGB"
+        decoded.append(image.tobytes())
+    assert len(set(decoded)) == 3
+
+
+@pytest.mark.parametrize("width,height", SIZES)
+def test_the_joined_stream_is_one_valid_zlib_stream(width, height):
+    png = ascend_images.ImageSeries(width, height).png(7)
+    raw = zlib.decompress(idat_stream(png))  # checks the combined Adler-32
+    assert len(raw) == height * (1 + 3 * width)
+
+
+def test_adler32_combine_is_zlibs():
+    rng = random.Random(3)
+    for _case in range(50):
+        first = bytes(rng.getrandbits(8) for _byte in range(rng.randint(0, 300)))
+        second = bytes(rng.getrandbits(8) for _byte in range(rng.randint(0, 70000)))
+        combined = ascend_images.adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
+        assert combined == zlib.adler32(first + second)
+
+
+def test_a_full_size_image_weighs_what_a_photo_does():
+    assert 500000 < len(ascend_images.png_image(1920, 1080)) < 1000000
+
+
+def test_benchmark_bodies_are_json_with_their_own_image():
+    bench = load_library_module("vllm_benchmark")
+    params = {name: spec.get("default") for name, spec in bench.ARGUMENT_SPEC.items()}
+    params.update(requests_per_group=3, prompt='say "ascend-vllm-fleet:image-url"')
+    bodies = bench.Benchmark(params, None, "Qwen3-VL-8B-Instruct").bodies(
+        {"image_size": "64x48", "max_tokens": 8, "concurrency": 1})
+    urls = []
+    for body in bodies:
+        request = json.loads(body)
+        image_part, text_part = request["messages"][0]["content"]
+        assert text_part["text"] == params["prompt"]
+        urls.append(image_part["image_url"]["url"])
+        png = base64.b64decode(urls[-1].split(",", 1)[1])
+        assert Image.open(io.BytesIO(png)).size == (64, 48)
+    assert len(set(urls)) == 3
