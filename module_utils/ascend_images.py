@@ -82,7 +82,6 @@ class ImageSeries:
 
     def __init__(self, width, height):
         rows = _photo_rows(width, height)
-        self.width, self.height = width, height
         self._own_rows = rows[:UNIQUE_ROWS]
         shared = b"".join(rows[UNIQUE_ROWS:])
         compressor = zlib.compressobj(6, zlib.DEFLATED, -15)

@@ -18,6 +18,7 @@ import time
 import yaml
 
 from . import hosts as host_files
+from .shell import TwinError, docker
 
 HERE = pathlib.Path(__file__).resolve().parent
 GROUP_VARS = HERE.parent.parent / "inventory" / "twin" / "group_vars"
@@ -38,15 +39,6 @@ ENGINE_ISOLATION = ("--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--securit
                     "--security-opt", "apparmor=unconfined", "--device-cgroup-rule", "a *:* rwm",
                     "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw")
 HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
-
-
-def docker(*args, check=True, input=None):
-    result = subprocess.run(["docker"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            universal_newlines=True, input=input)
-    if check and result.returncode != 0:
-        raise RuntimeError("docker %s failed (exit %d): %s" % (" ".join(args[:3]), result.returncode,
-                                                                (result.stderr or result.stdout).strip()[-2000:]))
-    return result
 
 
 def remove_container(name):
@@ -117,7 +109,7 @@ class TwinHost:
         profile = host_files.load_profiles()[self.profile_name]
         host_files.build_root(self.root, profile)
         if self.running():
-            return False
+            return
         remove_container(self.container)
         self.engine_dir.mkdir(parents=True, exist_ok=True)
         args = ["run", "-d", "--name", self.container, "--hostname", self.name, "--network", self.fleet.twin.network,
@@ -133,7 +125,6 @@ class TwinHost:
         for node in sorted((self.root / "dev").iterdir()):
             args += ["--device", "%s:/dev/%s" % (node, node.name)]
         docker(*(args + [self.fleet.host_image]))
-        return True
 
     def wait_ready(self, timeout=60):
         """sshd has its keys and the host's engine answers."""
@@ -144,16 +135,16 @@ class TwinHost:
                 return
             time.sleep(0.5)
         logs = docker("logs", "--tail", "20", self.container, check=False)
-        raise RuntimeError("twin host %s did not come up within %d s: %s%s" % (
+        raise TwinError("twin host %s did not come up within %d s: %s%s" % (
             self.name, timeout, logs.stdout, logs.stderr))
 
     def known_hosts_lines(self):
-        lines = []
+        address, lines = self.address, []
         for key_type in HOST_KEY_TYPES:
             result = self.exec("cat", "/etc/ssh/ssh_host_%s_key.pub" % key_type, check=False)
             if result.returncode == 0:
                 algorithm, key = result.stdout.split()[:2]
-                lines.append("%s %s %s\n" % (self.address, algorithm, key))
+                lines.append("%s %s %s\n" % (address, algorithm, key))
         return lines
 
     def remove(self):
@@ -181,7 +172,6 @@ class Fleet:
         self.inventory = pathlib.Path(inventory) if inventory else self.home / "inventory" / "hosts.yml"
         self.key = self.home / "ssh" / "id_ed25519"
         self.known_hosts = self.home / "ssh" / "known_hosts"
-        self.overrides = {}
 
     def __getitem__(self, name):
         return self.hosts[name]
@@ -195,15 +185,15 @@ class Fleet:
 
     def up(self):
         if not self.host_image:
-            raise RuntimeError("the twin's host image is not built: run `python -m twin up` first")
+            raise TwinError("the twin's host image is not built: run `python -m twin up` first")
         public_key = self.ensure_key()
         gateway = self.twin.gateway()
-        started = [host for host in self.hosts.values() if host.start(public_key, gateway)]
+        for host in self.hosts.values():
+            host.start(public_key, gateway)
         for host in self.hosts.values():
             host.wait_ready()
         self.write_known_hosts()
         self.write_inventory()
-        return started
 
     def write_known_hosts(self):
         lines = [line for host in self.hosts.values() for line in host.known_hosts_lines()]

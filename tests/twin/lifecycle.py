@@ -31,6 +31,7 @@ import urllib.request
 import yaml
 
 from . import fleet
+from .shell import TwinError, docker, log, run
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -53,28 +54,6 @@ REGISTRY_HOST_PORT = 5000
 STATE_FILE = "state.json"
 # The demo fleet: the seed's 4-card host first, then a 2-card one, cycled.
 DEMO_PROFILES = ("seed_duo4", "duo2")
-
-
-class TwinError(RuntimeError):
-    pass
-
-
-def log(message):
-    print("twin: %s" % message, flush=True)
-
-
-def run(*args, check=True, env=None, input=None):
-    result = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                            env=dict(os.environ, **(env or {})), input=input)
-    if check and result.returncode != 0:
-        raise TwinError("%s failed (exit %d): %s" % (" ".join(args), result.returncode,
-                                                      (result.stderr or result.stdout or "").strip()[-2000:]))
-    return result
-
-
-def docker(*args, check=True, input=None):
-    # The legacy builder needs no buildx plugin and no network for FROM an image that is already local.
-    return run("docker", *args, check=check, env={"DOCKER_BUILDKIT": "0"}, input=input)
 
 
 def apt_mirror():
@@ -336,9 +315,10 @@ class Twin:
                          "--format", "{{.Names}}").stdout.split()
         return sorted(listing)
 
-    def our_images(self):
+    def our_images(self, *prefixes):
+        """Local images of this twin (pushed, stand-in and host builds), or of the given name prefixes."""
         listing = docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
-        prefixes = ("%s/" % self.registry, self.build_repository + ":", self.host_image + ":")
+        prefixes = prefixes or ("%s/" % self.registry, self.build_repository + ":", self.host_image + ":")
         return [image for image in listing if image.startswith(prefixes)]
 
     def down(self, purge=False):
@@ -355,10 +335,8 @@ class Twin:
             for image in self.our_images():
                 docker("rmi", "-f", image)
             if purge:
-                listing = docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
-                for image in listing:
-                    if image.startswith(BASE_REPOSITORY):
-                        docker("rmi", "-f", image, check=False)
+                for image in self.our_images(BASE_REPOSITORY):
+                    docker("rmi", "-f", image, check=False)
         for pid in (state.get("registry_pids") or {}).values():
             if self._is_our_registry(pid):
                 os.kill(pid, signal.SIGTERM)
