@@ -45,8 +45,19 @@ options:
     description: Docker CLI to run.
     type: str
     default: docker
-notes:
-  - Supports check mode; it then only reports whether a pull would happen.
+attributes:
+  check_mode:
+    description: Can run in check mode and report whether a pull would happen.
+    support: full
+  diff_mode:
+    description: Would show what the module changed.
+    support: none
+    details: A pulled image has no before and after worth a diff; C(image_id) and C(repo_digests) tell what
+      is there.
+  platform:
+    description: Target OS families it runs on.
+    support: full
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -64,20 +75,31 @@ EXAMPLES = r"""
 RETURN = r"""
 image_id:
   description: Local image ID after the task.
-  returned: success
+  returned: success, except in check mode when a pull would be needed
   type: str
   sample: sha256:0f4a2e6c1d...
 repo_digests:
   description: Repository digests of the image.
-  returned: success
+  returned: success, except in check mode when a pull would be needed
   type: list
   elements: str
   sample: ["quay.io/ascend/vllm-ascend@sha256:4f1c..."]
 attempts:
-  description: Pull attempts made (0 when the image was already there).
-  returned: always
+  description: Pull attempts made (0 when the image was already there, and in check mode).
+  returned: always, except when an option is invalid
   type: int
   sample: 1
+errors:
+  description: The last line of each failed pull's output, oldest first.
+  returned: when every pull attempt failed
+  type: list
+  elements: str
+  sample: ["Error response from daemon: Get \"https://quay.io/v2/\": net/http: TLS handshake timeout"]
+msg:
+  description: What would happen (in check mode), or why the module failed and how to fix it.
+  returned: in check mode when a pull would be needed, and on failure
+  type: str
+  sample: would pull quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
 """
 
 import json

@@ -13,12 +13,11 @@ DOCUMENTATION = r"""
 module: model_files
 short_description: Check that a Hugging Face model folder has every file vLLM needs
 description:
-  - Checks that C(path) holds the C(required) files, that every weight shard named in
-    C(model.safetensors.index.json) exists, and that none of them is empty (an interrupted copy or
-    download leaves empty or missing shards).
+  - Checks that C(path) holds C(model.safetensors.index.json), every weight shard the index names and the
+    C(required) files, and that none of them is empty (an interrupted copy or download leaves empty or
+    missing shards).
   - Reports what is missing instead of failing, unless C(fail_on_incomplete) is set; then the failure
     message lists every missing or empty file.
-  - Only reads; supports check mode.
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
@@ -28,23 +27,36 @@ options:
     type: path
     required: true
   required:
-    description: Files that must exist besides the weight shards.
+    description:
+      - Files that must exist besides C(model.safetensors.index.json) and every shard it names.
+      - Which files a model needs depends on the model, so the caller names them (the model_weights role
+        passes C(model_weights_required_files)).
     type: list
     elements: str
-    default: [config.json, model.safetensors.index.json, tokenizer.json, tokenizer_config.json,
-              preprocessor_config.json, generation_config.json]
+    default: []
   fail_on_incomplete:
     description: Fail, listing what is missing, when the folder is incomplete.
     type: bool
     default: false
-notes:
-  - Supports check mode.
+attributes:
+  check_mode:
+    description: Can run in check mode and report the same as without it.
+    support: full
+  diff_mode:
+    description: Would show what the module changed.
+    support: none
+    details: It only reads, so there is never a change to show.
+  platform:
+    description: Target OS families it runs on.
+    support: full
+    platforms: posix
 """
 
 EXAMPLES = r"""
 - name: Check the Qwen3-VL-8B-Instruct folder
   model_files:
     path: /data/models/Qwen3-VL-8B-Instruct
+    required: [config.json, tokenizer.json, tokenizer_config.json, preprocessor_config.json]
     fail_on_incomplete: true
 """
 
@@ -55,7 +67,7 @@ complete:
   type: bool
   sample: true
 missing:
-  description: Required files and shards that do not exist.
+  description: The index, required files and shards that do not exist.
   returned: always
   type: list
   elements: str
@@ -73,10 +85,15 @@ shards:
   elements: str
   sample: ["model-00001-of-00004.safetensors"]
 total_bytes:
-  description: Bytes of the required files and shards that exist.
+  description: Bytes of the index, required files and shards that exist.
   returned: always
   type: int
   sample: 17534340096
+msg:
+  description: Every missing or empty file and why the folder is incomplete, with the fix.
+  returned: when the folder is incomplete and C(fail_on_incomplete) is set
+  type: str
+  sample: "model folder /data/models/Qwen3-VL-8B-Instruct is incomplete: missing: tokenizer.json. Fix: ..."
 """
 
 import glob
@@ -89,24 +106,26 @@ INDEX = "model.safetensors.index.json"
 
 
 def shards_of(path, problems):
+    """Shards the index names; without an index, the *.safetensors found, so the report still shows them."""
     index = os.path.join(path, INDEX)
-    if os.path.isfile(index):
-        try:
-            with open(index) as handle:
-                return sorted(set(json.load(handle).get("weight_map", {}).values()))
-        except ValueError as error:
-            problems.append("%s is not valid JSON (%s): re-copy it" % (INDEX, error))
-            return []
-    return sorted(os.path.basename(found) for found in glob.glob(os.path.join(path, "*.safetensors")))
+    if not os.path.isfile(index):
+        return sorted(os.path.basename(found) for found in glob.glob(os.path.join(path, "*.safetensors")))
+    try:
+        with open(index) as handle:
+            weight_map = json.load(handle).get("weight_map", {})
+    except ValueError as error:
+        problems.append("%s is not valid JSON (%s): re-copy it" % (INDEX, error))
+        return []
+    if not weight_map:
+        problems.append("%s names no weight shard (no weight_map): re-copy it" % INDEX)
+    return sorted(set(weight_map.values()))
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", required=True),
-            required=dict(type="list", elements="str", default=[
-                "config.json", INDEX, "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json",
-                "generation_config.json"]),
+            required=dict(type="list", elements="str", default=[]),
             fail_on_incomplete=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
@@ -114,9 +133,8 @@ def main():
     path = module.params["path"]
     problems, missing, empty, total = [], [], [], 0
     shards = shards_of(path, problems) if os.path.isdir(path) else []
-    if os.path.isdir(path) and not shards and not problems:
-        problems.append("no *.safetensors weights and no %s" % INDEX)
-    for name in list(module.params["required"]) + shards:
+    required = [INDEX] + [name for name in module.params["required"] if name != INDEX]
+    for name in required + shards:
         full = os.path.join(path, name)
         if not os.path.isfile(full):
             missing.append(name)

@@ -51,8 +51,22 @@ options:
     description: Seconds to wait for each npu-smi call; a wedged driver can make npu-smi hang.
     type: int
     default: 60
+attributes:
+  check_mode:
+    description: Can run in check mode and return the same facts as without it.
+    support: full
+  diff_mode:
+    description: Would show what the module changed.
+    support: none
+    details: It only reads, so there is never a change to show.
+  facts:
+    description: Returns C(ansible_facts), which update the host's facts.
+    support: full
+  platform:
+    description: Target OS families it runs on.
+    support: full
+    platforms: posix
 notes:
-  - Supports check mode; it only reads.
   - Run it as root. Without root npu-smi prints C(NOT SUPPORT) for some fields and may fail with C(-8005).
 seealso:
   - name: npu-smi output formats
@@ -84,63 +98,147 @@ ansible_facts:
   type: complex
   contains:
     ascend:
-      description: Everything npu-smi and the driver files said.
+      description: Everything npu-smi and the driver files said. Every key is always there, empty or null
+        when its source did not answer.
       returned: always
       type: complex
       contains:
         present:
           description: npu-smi was found and answered (with a table or with a dcmi error).
+          returned: always
           type: bool
           sample: true
         ready:
           description: npu-smi listed the chips without a dcmi error.
+          returned: always
           type: bool
           sample: true
         problems:
           description: Human-readable findings, each with its likely cause and fix.
+          returned: always
           type: list
           elements: str
           sample: ["npu-smi info failed: dcmi module initialize failed. ret is -8005. ..."]
         npu_smi:
           description: Path of the npu-smi that was run, or null.
+          returned: always
           type: str
           sample: /usr/local/bin/npu-smi
         npu_smi_version:
           description: Version of npu-smi, from the table header.
+          returned: always
           type: str
           sample: 25.5.2
         driver_version:
           description: Driver version as the loaded driver reports it (npu-smi table header).
+          returned: always
           type: str
           sample: 25.5.2
         driver_version_file:
           description: C(Version=) of the driver's version.info (what is installed on disk).
+          returned: always
           type: str
           sample: 25.5.2
         firmware_version:
           description: Firmware of the first card (C(-t board)), else C(Version=) of the firmware's version.info.
+          returned: always
           type: str
           sample: 7.8.0.7.220
         firmware_version_file:
           description: C(Version=) of the firmware's version.info.
+          returned: always
           type: str
           sample: 7.8.0.7.220
         install_info:
           description: Key/value pairs of the install record (C(/etc/ascend_install.info)).
+          returned: always
           type: dict
           sample: {"Driver_Install_Path_Param": "/usr/local/Ascend"}
         architecture:
           description: Machine architecture (C(aarch64), C(x86_64)).
+          returned: always
           type: str
           sample: aarch64
         cpu_model:
           description: CPU model; Kunpeng parts are named from their CPU part number.
+          returned: always
           type: str
           sample: Kunpeng-920
         cards:
-          description: One entry per NPU ID.
+          description: One entry per NPU ID, in the order of the npu-smi table.
+          returned: always
           type: list
           elements: dict
+          contains:
+            npu_id:
+              description: The card's NPU ID as npu-smi prints it (not 0..N-1 on real hosts).
+              returned: always
+              type: int
+              sample: 1
+            product_type:
+              description: C(Product Type) of C(-t product), or null when that query failed.
+              returned: always
+              type: str
+              sample: Atlas 300I Duo
+            product_name:
+              description: C(Product Name) of C(-t board) or C(-l), the board's part name.
+              returned: always
+              type: str
+              sample: IT21PD2G10
+            serial:
+              description: C(Serial Number) of the board.
+              returned: always
+              type: str
+              sample: 2106030737ZERC003572
+            chip_count:
+              description: Chips of the card (C(Chip Count) of the board, else the chips in the table).
+              returned: always
+              type: int
+              sample: 2
+            firmware_version:
+              description: C(Firmware Version) of C(-t board).
+              returned: always
+              type: str
+              sample: 7.8.0.7.220
+            software_version:
+              description: C(Software Version) of C(-t board), the driver the card runs.
+              returned: always
+              type: str
+              sample: 25.5.2
+            bus_id:
+              description: C(PCIe Bus Info) of the board.
+              returned: always
+              type: str
+              sample: "0000:01:00.0"
+            pci_device_id:
+              description: C(PCI Device ID) of the board (C(0xD500) for 310P).
+              returned: always
+              type: str
+              sample: "0xD500"
+            pci_subsystem:
+              description: C(Subsystem Vendor ID)/C(Subsystem Device ID) of the board.
+              returned: always
+              type: str
+              sample: "0x0200/0x0110"
+            chip_fault_count:
+              description: C(Chip Fault) (310P) or C(Faulty Chip Count) (910B) of the board; null when not printed.
+              returned: always
+              type: int
+              sample: 0
+            compatibility:
+              description: C(Compatibility) of the board; C(NOT SUPPORT) when npu-smi did not run as root.
+              returned: always
+              type: str
+              sample: OK
+            health_problems:
+              description:
+                - What is wrong with the card; empty when every chip's health is C(OK) and the board counts no
+                  chip fault.
+                - One entry per chip whose health is not C(OK), then one for the board's chip faults.
+              returned: always
+              type: list
+              elements: str
+              sample: ["chip 1 health Warning", "2 chip fault(s)"]
           sample:
             - npu_id: 1
               product_type: Atlas 300I Duo
@@ -154,10 +252,101 @@ ansible_facts:
               pci_subsystem: "0x0200/0x0110"
               chip_fault_count: 0
               compatibility: OK
+              health_problems: []
+        unhealthy_npu_ids:
+          description:
+            - NPU IDs of the cards with health problems (see C(cards[].health_problems)), sorted.
+            - Cards to leave out of serving, whether or not preflight's checks ran.
+          returned: always
+          type: list
+          elements: int
+          sample: [224]
         chips:
-          description: One entry per NPU chip (MCUs left out).
+          description: One entry per NPU chip (MCUs left out), in the order of the npu-smi table.
+          returned: always
           type: list
           elements: dict
+          contains:
+            npu_id:
+              description: NPU ID of the card the chip is on.
+              returned: always
+              type: int
+              sample: 1
+            chip_id:
+              description: Chip number on its card.
+              returned: always
+              type: int
+              sample: 0
+            logic_id:
+              description: Logic id (the table's Device column, else C(-m)); null when neither gave it.
+              returned: always
+              type: int
+              sample: 0
+            name:
+              description: Chip name.
+              returned: always
+              type: str
+              sample: 310P3
+            health:
+              description: Health column of the table (C(OK), C(Warning), C(Alarm), C(Critical)).
+              returned: always
+              type: str
+              sample: OK
+            bus_id:
+              description: PCI bus id of the chip.
+              returned: always
+              type: str
+              sample: "0000:01:00.0"
+            memory_total_mb:
+              description: Memory of the chip, in MB.
+              returned: always
+              type: int
+              sample: 44278
+            memory_used_mb:
+              description: Memory in use, in MB.
+              returned: always
+              type: int
+              sample: 1448
+            hbm_total_mb:
+              description: HBM of the chip, in MB.
+              returned: on chips whose table row has an HBM column (910B, not 310P)
+              type: int
+              sample: 65536
+            hbm_used_mb:
+              description: HBM in use, in MB.
+              returned: on chips whose table row has an HBM column (910B, not 310P)
+              type: int
+              sample: 3410
+            temperature_c:
+              description: Temperature in degrees Celsius.
+              returned: always
+              type: int
+              sample: 49
+            power_w:
+              description: Power in watts; null on 310P, which prints C(NA).
+              returned: always
+              type: float
+              sample: 93.9
+            aicore_percent:
+              description: AI core usage in percent.
+              returned: always
+              type: float
+              sample: 0
+            hugepages_used:
+              description: Huge pages in use.
+              returned: always
+              type: int
+              sample: 0
+            hugepages_total:
+              description: Huge pages reserved.
+              returned: always
+              type: int
+              sample: 0
+            device:
+              description: The C(davinciN) node of the chip under C(dev_dir); null without a logic id.
+              returned: always
+              type: str
+              sample: /dev/davinci0
           sample:
             - npu_id: 1
               chip_id: 0
@@ -175,36 +364,76 @@ ansible_facts:
               device: /dev/davinci0
         chip_count:
           description: Number of chips.
+          returned: always
           type: int
           sample: 8
         card_count:
           description: Number of cards (NPU IDs).
+          returned: always
           type: int
           sample: 4
         chip_names:
           description: Distinct chip names.
+          returned: always
           type: list
           elements: str
           sample: ["310P3"]
         devices:
           description: The C(davinciN) nodes found under C(dev_dir), in numeric order.
+          returned: always
           type: list
           elements: str
           sample: ["/dev/davinci0", "/dev/davinci1"]
         manager_devices:
-          description: Which of C(davinci_manager), C(devmm_svm), C(hisi_hdc) exist under C(dev_dir).
+          description:
+            - Which of C(davinci_manager), C(devmm_svm), C(hisi_hdc) exist under C(dev_dir), as paths.
+            - Every container that uses an NPU needs these nodes mapped besides its C(davinciN).
+          returned: always
           type: list
           elements: str
           sample: ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
         missing_manager_devices:
-          description: The manager devices that do not exist.
+          description: The manager devices that do not exist under C(dev_dir), as paths.
+          returned: always
           type: list
           elements: str
-          sample: []
+          sample: ["/dev/hisi_hdc"]
         processes:
           description: Processes holding NPU memory, from the npu-smi process table.
+          returned: always
           type: list
           elements: dict
+          contains:
+            npu_id:
+              description: NPU ID of the card.
+              returned: always
+              type: int
+              sample: 6
+            chip_id:
+              description: Chip number on that card.
+              returned: always
+              type: int
+              sample: 1
+            pid:
+              description: Process id on the host.
+              returned: always
+              type: int
+              sample: 293029
+            name:
+              description: Process name.
+              returned: always
+              type: str
+              sample: python3.11
+            memory_mb:
+              description: NPU memory the process holds, in MB.
+              returned: always
+              type: int
+              sample: 6612
+            container_id:
+              description: Id of the container the process runs in (from its cgroup), or null.
+              returned: always
+              type: str
+              sample: null
           sample:
             - npu_id: 6
               chip_id: 1
@@ -217,213 +446,27 @@ ansible_facts:
 import glob
 import os
 import platform
-import re
 import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.npu_smi import (
+    MANAGER_DEVICES,
+    card_health_problems,
+    davinci_number,
+    dcmi_cause,
+    dcmi_failure,
+    parse_board,
+    parse_container_id,
+    parse_cpu_model,
+    parse_list,
+    parse_mapping,
+    parse_product,
+    parse_table,
+    parse_version_file,
+)
 
-MANAGER_DEVICES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 SEARCH_PATH = ("/usr/local/bin", "/usr/local/sbin")
-BUS_ID = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
-PAIR = re.compile(r"(\d+)\s*/\s*(\d+)")
-DCMI_ERROR = re.compile(r"ret is (-?\d+)")
-CONTAINER_ID = re.compile(r"([0-9a-f]{64})")
-# CPU implementer 0x48 is HiSilicon; part numbers as the kernel's cputype table names them.
-HISILICON_PARTS = {"0xd01": "Kunpeng-920", "0xd02": "Kunpeng-920 (TaiShan v200M)"}
-
-DCMI_CAUSES = {
-    "-8005": ("the driver could not be opened: the NPU is held by another container or process, the host was "
-              "not rebooted after a driver or firmware upgrade, or npu-smi was not run as root. Fix: stop the "
-              "container that maps /dev/davinci* (docker ps), reboot after an upgrade, run as root"),
-    "-8020": ("the device is in use by another process or container. Fix: find it with `npu-smi info` on the "
-              "host or `docker ps`, stop it, then retry"),
-}
-DCMI_GENERIC = ("the Ascend driver did not initialise. Fix: check `dmesg` for davinci errors, reinstall the "
-                "driver matching the firmware, and reboot")
-
-
-def split_kv(line):
-    """`<TAB><label padded> : <value>` -> (label, value); split on the first colon (bus ids hold colons)."""
-    if ":" not in line:
-        return None
-    label, value = line.split(":", 1)
-    return label.strip(), value.strip()
-
-
-def kv_blocks(text):
-    """Key/value output as blocks separated by blank lines, each a list of (label, value)."""
-    blocks, current = [], []
-    for line in text.splitlines():
-        pair = split_kv(line) if line.strip() else None
-        if pair:
-            current.append(pair)
-        elif current:
-            blocks.append(current)
-            current = []
-    if current:
-        blocks.append(current)
-    return blocks
-
-
-def to_int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def to_number(value):
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return int(number) if number.is_integer() else number
-
-
-def dcmi_failure(text):
-    """The dcmi error line of a failed npu-smi call, or None."""
-    for line in text.splitlines():
-        if "dcmi" in line.lower() and DCMI_ERROR.search(line):
-            return line.strip()
-    return None
-
-
-def parse_table(text):
-    """`npu-smi info`: versions, one dict per chip and the process table."""
-    result = {"npu_smi_version": None, "driver_version": None, "chips": [], "processes": []}
-    in_processes = False
-    pending = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped.startswith("|"):
-            continue
-        header = re.match(r"\|\s*npu-smi\s+(\S+)\s+Version:\s*(\S+)", stripped)
-        if header:
-            result["npu_smi_version"], result["driver_version"] = header.groups()
-            continue
-        cells = [cell.strip() for cell in stripped.strip("|").split("|")]
-        if cells[0].startswith("NPU") or cells[0].startswith("Chip"):
-            in_processes = len(cells) >= 4 and "Process" in stripped
-            continue
-        if in_processes:
-            process = parse_process_row(cells)
-            if process:
-                result["processes"].append(process)
-            continue
-        if len(cells) < 3:
-            continue
-        if BUS_ID.match(cells[1]) and pending is not None:
-            result["chips"].append(parse_chip_rows(pending, cells))
-            pending = None
-        else:
-            pending = cells
-    return result
-
-
-def parse_chip_rows(first, second):
-    npu_and_name = first[0].split()
-    power_temp = first[2].split()
-    hugepages = PAIR.search(first[2])
-    ids = second[0].split()
-    usage = PAIR.findall(second[2])
-    aicore = second[2].split()[0] if second[2].split() else None
-    chip = {
-        "npu_id": to_int(npu_and_name[0]),
-        "name": " ".join(npu_and_name[1:]) or None,
-        "health": first[1] or None,
-        "power_w": to_number(power_temp[0]) if power_temp else None,
-        "temperature_c": to_number(power_temp[1]) if len(power_temp) > 1 else None,
-        "hugepages_used": to_int(hugepages.group(1)) if hugepages else None,
-        "hugepages_total": to_int(hugepages.group(2)) if hugepages else None,
-        "chip_id": to_int(ids[0]) if ids else None,
-        # 310P prints the logic id (= N of /dev/davinciN) in the Device column; 910B has no such column.
-        "logic_id": to_int(ids[1]) if len(ids) > 1 else None,
-        "bus_id": second[1],
-        "aicore_percent": to_number(aicore),
-        "memory_used_mb": to_int(usage[0][0]) if usage else None,
-        "memory_total_mb": to_int(usage[0][1]) if usage else None,
-    }
-    if len(usage) > 1:
-        chip["hbm_used_mb"], chip["hbm_total_mb"] = to_int(usage[1][0]), to_int(usage[1][1])
-    return chip
-
-
-def parse_process_row(cells):
-    if len(cells) < 4:
-        return None
-    ids = cells[0].split()
-    if len(ids) < 2 or to_int(cells[1]) is None:
-        return None
-    return {"npu_id": to_int(ids[0]), "chip_id": to_int(ids[1]), "pid": to_int(cells[1]), "name": cells[2],
-            "memory_mb": to_int(cells[3])}
-
-
-def parse_mapping(text):
-    """`npu-smi info -m`: (npu_id, chip_id, logic_id, chip name) of every chip, MCUs left out."""
-    rows = []
-    for line in text.splitlines():
-        columns = re.split(r"\s{2,}|\t", line.strip())
-        if len(columns) < 4 or to_int(columns[0]) is None:
-            continue
-        if columns[2] == "-" or columns[3].lower() == "mcu":
-            continue
-        rows.append({"npu_id": to_int(columns[0]), "chip_id": to_int(columns[1]),
-                     "logic_id": to_int(columns[2]), "name": columns[3]})
-    return rows
-
-
-def parse_list(text):
-    """`npu-smi info -l`: the card count and one dict per NPU ID."""
-    total, cards = None, []
-    for block in kv_blocks(text):
-        fields = dict(block)
-        if "NPU ID" in fields:
-            cards.append({"npu_id": to_int(fields["NPU ID"]), "product_name": fields.get("Product Name"),
-                          "serial": fields.get("Serial Number"), "chip_count": to_int(fields.get("Chip Count"))})
-        for label in ("Total Count", "Card Count"):
-            if label in fields:
-                total = to_int(fields[label])
-    return total, cards
-
-
-def parse_board(text):
-    fields = dict(pair for block in kv_blocks(text) for pair in block)
-    fault = fields.get("Chip Fault", fields.get("Faulty Chip Count"))
-    subsystem = None
-    if fields.get("Subsystem Vendor ID") or fields.get("Subsystem Device ID"):
-        subsystem = "%s/%s" % (fields.get("Subsystem Vendor ID"), fields.get("Subsystem Device ID"))
-    return {
-        "product_name": fields.get("Product Name"),
-        "serial": fields.get("Serial Number"),
-        "software_version": fields.get("Software Version"),
-        "firmware_version": fields.get("Firmware Version"),
-        "compatibility": fields.get("Compatibility"),
-        "bus_id": fields.get("PCIe Bus Info"),
-        "pci_device_id": fields.get("PCI Device ID"),
-        "pci_subsystem": subsystem,
-        "chip_count": to_int(fields.get("Chip Count")),
-        "chip_fault_count": to_int(fault),
-    }
-
-
-def parse_product(text):
-    """`-t product`: the product type (printed once per chip; the same for all of a card's chips)."""
-    for block in kv_blocks(text):
-        for label, value in block:
-            if label == "Product Type":
-                return value
-    return None
-
-
-def parse_version_file(text):
-    """KEY=VALUE lines of version.info or ascend_install.info (indentation tolerated)."""
-    values = {}
-    for line in text.splitlines():
-        if "=" in line:
-            key, value = line.split("=", 1)
-            values[key.strip()] = value.strip()
-    return values
 
 
 def read_text(path):
@@ -435,29 +478,12 @@ def read_text(path):
 
 
 def cpu_model():
-    info = read_text("/proc/cpuinfo") or ""
-    fields = {}
-    for line in info.splitlines():
-        pair = split_kv(line)
-        if pair and pair[0] not in fields:
-            fields[pair[0]] = pair[1]
-    if fields.get("model name"):
-        return fields["model name"]
-    if fields.get("CPU implementer", "").lower() == "0x48":
-        part = fields.get("CPU part", "").lower()
-        return HISILICON_PARTS.get(part, "HiSilicon (CPU part %s)" % part)
-    return platform.processor() or None
+    return parse_cpu_model(read_text("/proc/cpuinfo") or "") or platform.processor() or None
 
 
 def container_of(pid):
-    """The container id a host process runs in, from its cgroup, or None."""
-    match = CONTAINER_ID.search(read_text("/proc/%s/cgroup" % pid) or "")
-    return match.group(1) if match else None
-
-
-def device_number(path):
-    match = re.search(r"davinci(\d+)$", path)
-    return int(match.group(1)) if match else -1
+    """The container id a host process runs in, or None."""
+    return parse_container_id(read_text("/proc/%s/cgroup" % pid) or "")
 
 
 class Gatherer:
@@ -508,7 +534,8 @@ class Gatherer:
             "firmware_version": None, "firmware_version_file": None, "install_info": {},
             "architecture": platform.machine(), "cpu_model": cpu_model(),
             "cards": [], "chips": [], "chip_count": 0, "card_count": 0, "chip_names": [],
-            "devices": [], "manager_devices": [], "missing_manager_devices": [], "processes": [],
+            "unhealthy_npu_ids": [], "devices": [], "manager_devices": [], "missing_manager_devices": [],
+            "processes": [],
         }
         self.read_files(facts)
         self.read_devices(facts)
@@ -546,9 +573,7 @@ class Gatherer:
 
     def explain_failure(self, failure, code, output):
         if failure:
-            match = DCMI_ERROR.search(failure)
-            cause = DCMI_CAUSES.get(match.group(1) if match else "", DCMI_GENERIC)
-            self.problems.append("`npu-smi info` failed: %s: %s" % (failure, cause))
+            self.problems.append("`npu-smi info` failed: %s: %s" % (failure, dcmi_cause(failure)))
         else:
             last = (output.strip().splitlines() or ["no output"])[-1]
             self.problems.append("`npu-smi info` failed (exit %s): %s. Fix: run it by hand as root and check "
@@ -596,6 +621,10 @@ class Gatherer:
         firmware = [card["firmware_version"] for card in facts["cards"] if card["firmware_version"]]
         if firmware:
             facts["firmware_version"] = firmware[0]
+        problems = card_health_problems(facts["chips"], facts["cards"])
+        for card in facts["cards"]:
+            card["health_problems"] = problems[card["npu_id"]]
+        facts["unhealthy_npu_ids"] = sorted(npu_id for npu_id, found in problems.items() if found)
 
     def read_files(self, facts):
         params = self.params
@@ -614,8 +643,8 @@ class Gatherer:
 
     def read_devices(self, facts):
         dev = params_dev(self.params)
-        facts["devices"] = sorted((path for path in glob.glob(os.path.join(dev, "davinci[0-9]*"))
-                                   if re.search(r"davinci\d+$", path)), key=device_number)
+        nodes = [path for path in glob.glob(os.path.join(dev, "davinci[0-9]*")) if davinci_number(path) is not None]
+        facts["devices"] = sorted(nodes, key=davinci_number)
         for name in MANAGER_DEVICES:
             path = os.path.join(dev, name)
             (facts["manager_devices"] if os.path.exists(path) else facts["missing_manager_devices"]).append(path)

@@ -3,10 +3,16 @@ import json
 import subprocess
 import sys
 
-from conftest import REPO
+import yaml
+
+from conftest import REPO, venv_tool
 from twin import hosts
 
 MODULE = REPO / "library" / "model_files.py"
+INDEX = "model.safetensors.index.json"
+# The operator-facing list the model_weights role passes as `required`.
+ROLE_REQUIRED = yaml.safe_load((REPO / "roles/model_weights/defaults/main.yml").read_text())[
+    "model_weights_required_files"]
 
 
 def check(tmp_path, **args):
@@ -17,9 +23,16 @@ def check(tmp_path, **args):
     return json.loads(result.stdout)
 
 
+def module_doc():
+    result = subprocess.run([venv_tool("ansible-doc"), "-M", str(REPO / "library"), "--json", "model_files"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["model_files"]
+
+
 def test_complete_folder(tmp_path):
     hosts.build_model(tmp_path / "m")
-    result = check(tmp_path, path=str(tmp_path / "m"))
+    result = check(tmp_path, path=str(tmp_path / "m"), required=ROLE_REQUIRED)
     assert result["complete"] and result["missing"] == [] and len(result["shards"]) == 4
 
 
@@ -28,7 +41,7 @@ def test_missing_and_empty_files_are_listed(tmp_path):
     hosts.build_model(folder)
     (folder / "tokenizer.json").unlink()
     (folder / "model-00002-of-00004.safetensors").write_text("")
-    result = check(tmp_path, path=str(folder), fail_on_incomplete=True)
+    result = check(tmp_path, path=str(folder), required=ROLE_REQUIRED, fail_on_incomplete=True)
     assert result["failed"] and not result["complete"]
     assert result["missing"] == ["tokenizer.json"] and result["empty"] == ["model-00002-of-00004.safetensors"]
     assert "missing: tokenizer.json; empty: model-00002-of-00004.safetensors" in result["msg"]
@@ -38,6 +51,57 @@ def test_absent_folder_and_broken_index(tmp_path):
     assert "the folder does not exist" in check(tmp_path, path=str(tmp_path / "none"), fail_on_incomplete=True)["msg"]
     folder = tmp_path / "m"
     hosts.build_model(folder)
-    (folder / "model.safetensors.index.json").write_text("{not json")
+    (folder / INDEX).write_text("{not json")
     result = check(tmp_path, path=str(folder), fail_on_incomplete=True)
     assert "is not valid JSON" in result["msg"]
+
+
+def test_the_module_has_no_list_of_its_own(tmp_path):
+    # Only the role's list says which files besides the weights a model needs.
+    assert module_doc()["doc"]["options"]["required"]["default"] == []
+    folder = tmp_path / "m"
+    hosts.build_model(folder)
+    for name in ("tokenizer.json", "config.json", "generation_config.json"):
+        (folder / name).unlink()
+    assert check(tmp_path, path=str(folder))["complete"] is True
+    assert check(tmp_path, path=str(folder), required=ROLE_REQUIRED)["missing"] == [
+        "config.json", "generation_config.json", "tokenizer.json"]
+
+
+def test_index_and_its_shards_are_checked_without_required(tmp_path):
+    folder = tmp_path / "m"
+    hosts.build_model(folder)
+    (folder / "model-00003-of-00004.safetensors").unlink()
+    result = check(tmp_path, path=str(folder))
+    assert (result["complete"], result["missing"]) == (False, ["model-00003-of-00004.safetensors"])
+    (folder / INDEX).unlink()
+    result = check(tmp_path, path=str(folder), required=ROLE_REQUIRED)
+    assert (result["complete"], result["missing"]) == (False, [INDEX])  # listed once, though the role names it
+    assert result["shards"] == ["model-00001-of-00004.safetensors", "model-00002-of-00004.safetensors",
+                                "model-00004-of-00004.safetensors"]
+
+
+def test_an_index_naming_no_shard_is_incomplete(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / INDEX).write_text('{"metadata": {}}')
+    result = check(tmp_path, path=str(folder), fail_on_incomplete=True)
+    assert result["failed"] and result["shards"] == [] and "names no weight shard" in result["msg"]
+
+
+def test_sizes_add_up_and_every_key_is_documented(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    index = '{"weight_map": {"a": "one.safetensors", "b": "two.safetensors", "c": "one.safetensors"}}'
+    (folder / INDEX).write_text(index)
+    (folder / "one.safetensors").write_text("abc")
+    (folder / "two.safetensors").write_text("defgh")
+    (folder / "config.json").write_text("{}")
+    result = check(tmp_path, path=str(folder), required=["config.json"])
+    assert result["complete"] and result["shards"] == ["one.safetensors", "two.safetensors"]
+    assert result["total_bytes"] == len(index) + 3 + 5 + 2
+    documented = set(module_doc()["return"])
+    assert set(result) - {"changed", "invocation"} == documented - {"msg"}
+    (folder / "two.safetensors").unlink()
+    failed = check(tmp_path, path=str(folder), fail_on_incomplete=True)
+    assert set(failed) - {"changed", "invocation", "failed"} == documented

@@ -1,144 +1,21 @@
-"""library/npu_facts.py: parsers against every real sample, and the whole module against fake hosts."""
+"""library/npu_facts.py, the whole module against fake hosts (the parsers: test_npu_smi_parse.py)."""
 import json
 import subprocess
 import sys
 
-import pytest
-
-from conftest import REPO, read_fixture, venv_tool
+from conftest import REPO, load_library_module, read_fixture, venv_tool
 from twin import hosts
 
-sys.path.insert(0, str(REPO / "library"))
-import npu_facts  # noqa: E402  (a module file, not a package)
+# The module imports ansible.module_utils.npu_smi, which Ansible ships with it; in the module's own process the
+# tests' loader puts it in place.
+RUN_MODULE = "from %s import load_library_module\nload_library_module('npu_facts').main()\n" % (
+    load_library_module.__module__)
 
-MODULE = REPO / "library" / "npu_facts.py"
-
-
-# --- npu-smi info ----------------------------------------------------------------------------------------
-
-def test_table_duo_25_0_with_a_process():
-    table = npu_facts.parse_table(read_fixture("info_310P3-duo_25.0.rc1.1_vllm-ascend-issue1993.txt"))
-    assert (table["npu_smi_version"], table["driver_version"]) == ("25.0.rc1.1", "25.0.rc1.1")
-    assert table["chips"] == [
-        {"npu_id": 6, "name": "310P3", "health": "OK", "power_w": None, "temperature_c": 55,
-         "hugepages_used": 0, "hugepages_total": 0, "chip_id": 0, "logic_id": 0, "bus_id": "0000:83:00.0",
-         "aicore_percent": 0, "memory_used_mb": 1175, "memory_total_mb": 44280},
-        {"npu_id": 6, "name": "310P3", "health": "OK", "power_w": None, "temperature_c": 52,
-         "hugepages_used": 3262, "hugepages_total": 3262, "chip_id": 1, "logic_id": 1, "bus_id": "0000:83:00.0",
-         "aicore_percent": 0, "memory_used_mb": 8322, "memory_total_mb": 43693},
-    ]
-    assert table["processes"] == [{"npu_id": 6, "chip_id": 1, "pid": 293029, "name": "python3.11",
-                                   "memory_mb": 6612}]
-
-
-def test_table_duo_4_cards_reads_npu_ids_and_devices():
-    table = npu_facts.parse_table(read_fixture("info_310P3-duo_25.5.1_4cards_gofixture.txt"))
-    assert table["driver_version"] == "25.5.1"
-    assert [(c["npu_id"], c["chip_id"], c["logic_id"]) for c in table["chips"]] == [
-        (1, 0, 0), (1, 1, 1), (2, 0, 2), (2, 1, 3), (4, 0, 4), (4, 1, 5), (5, 0, 6), (5, 1, 7)]
-    assert [c["memory_total_mb"] for c in table["chips"]] == [44278, 43693] * 4
-    assert [c["bus_id"] for c in table["chips"][::2]] == ["0000:01:00.0", "0000:02:00.0", "0000:81:00.0",
-                                                          "0000:82:00.0"]
-    assert table["chips"][4]["temperature_c"] == 47 and table["processes"] == []
-
-
-def test_table_pro_single_chip_cards():
-    table = npu_facts.parse_table(read_fixture("info_310P3-pro_25.5.1_2cards_vnpu-lab.txt"))
-    assert [(c["npu_id"], c["chip_id"], c["logic_id"], c["memory_total_mb"]) for c in table["chips"]] == [
-        (4, 0, 0, 21525), (5, 0, 1, 21525)]
-
-
-def test_table_910b_is_recognised_as_another_chip():
-    table = npu_facts.parse_table(read_fixture("info_910B2C_25.5.2_gofixture-contrast.txt"))
-    assert [(c["npu_id"], c["name"], c["logic_id"]) for c in table["chips"]] == [
-        (0, "910B2C", None), (1, "910B2C", None), (15, "910B2C", None)]
-    assert table["chips"][0]["power_w"] == 93.9
-    assert (table["chips"][0]["hbm_used_mb"], table["chips"][0]["hbm_total_mb"]) == (3410, 65536)
-    assert table["processes"] == []
-
-
-# --- key/value commands -----------------------------------------------------------------------------------
-
-def test_mapping_310p_skips_mcus():
-    rows = npu_facts.parse_mapping(read_fixture("mapping_310P-duo_4cards_gpustack-test.txt"))
-    assert [(r["npu_id"], r["chip_id"], r["logic_id"]) for r in rows] == [
-        (1, 0, 0), (1, 1, 1), (2, 0, 2), (2, 1, 3), (4, 0, 4), (4, 1, 5), (5, 0, 6), (5, 1, 7)]
-    assert {r["name"] for r in rows} == {"Ascend xxx"}
-
-
-def test_mapping_with_real_tabs_and_trailing_spaces():
-    rows = npu_facts.parse_mapping(read_fixture("mapping_910B3_25.5.1_verbatim-tabs.txt"))
-    assert rows == [{"npu_id": 0, "chip_id": 0, "logic_id": 0, "name": "Ascend 910B3"},
-                    {"npu_id": 1, "chip_id": 0, "logic_id": 1, "name": "Ascend 910B3"}]
-
-
-def test_list_310p_pro_and_910b():
-    assert npu_facts.parse_list(read_fixture("list_310P-pro_ascend-deployer-docstring.txt")) == (
-        1, [{"npu_id": 8, "product_name": "IT21PDDA01", "serial": "033VNY10MB000071", "chip_count": 1}])
-    total, cards = npu_facts.parse_list(read_fixture("list_910B_8cards_telegraf-fixture.txt"))
-    assert total == 8 and [c["npu_id"] for c in cards] == list(range(8))
-    assert cards[0] == {"npu_id": 0, "product_name": None, "serial": None, "chip_count": 1}
-
-
-def test_board_310p_duo_without_tabs():
-    board = npu_facts.parse_board(read_fixture("board_310P3-duo_25.5.1_fw7.8.0.6.201_gofixture.txt"))
-    assert board == {"product_name": "IT21PD2G10", "serial": "2106030737ZERC003572", "software_version": "25.5.1",
-                     "firmware_version": "7.8.0.6.201", "compatibility": "OK", "bus_id": "0000:0C:00.0",
-                     "pci_device_id": "0xD500", "pci_subsystem": "0x0200/0x0110", "chip_count": 2,
-                     "chip_fault_count": 0}
-
-
-def test_board_910b_indented_and_truncated_gives_the_target_pair():
-    board = npu_facts.parse_board(read_fixture("board_910B_25.5.2_fw7.8.0.7.220_gofixture-truncated.txt"))
-    assert (board["software_version"], board["firmware_version"]) == ("25.5.2", "7.8.0.7.220")
-    assert board["bus_id"] == "0000:66:00.0" and board["chip_fault_count"] is None
-
-
-def test_product_and_health_keys():
-    assert npu_facts.parse_product(read_fixture("product_310P3-duo_25.5.1_gofixture.txt")) == "Atlas 300I Duo"
-    blocks = npu_facts.kv_blocks(read_fixture("health_310P3-duo_25.5.1_gofixture.txt"))
-    assert [dict(block).get("Health") for block in blocks] == [None, "OK", "OK", "OK"]
-
-
-@pytest.mark.parametrize("sample,version", [
-    ("driver_version_info_24.1.rc2.2_mindie-doc.txt", "24.1.rc2.2"),
-    ("driver_version_info_25.3.rc1_pypto-faq.txt", "25.3.rc1"),
-    ("firmware_version_info_7.7.0.1.231_wings-doc.txt", "7.7.0.1.231"),
-])
-def test_version_files(sample, version):
-    assert npu_facts.parse_version_file(read_fixture(sample))["Version"] == version
-
-
-def test_install_info():
-    info = npu_facts.parse_version_file(read_fixture("ascend_install_info_driver-firmware-notes.txt"))
-    assert info["Driver_Install_Path_Param"] == "/usr/local/Ascend" and info["Firmware_Install_Type"] == "full"
-
-
-@pytest.mark.parametrize("sample,code", [
-    ("error_dcmi_-8005_vllm-ascend-issue2698.txt", "-8005"),
-    ("error_dcmi_-8020_device-used_cann-container-image-issue46.txt", "-8020"),
-])
-def test_dcmi_failures_are_recognised(sample, code):
-    line = npu_facts.dcmi_failure(read_fixture(sample))
-    assert line.endswith("ret is %s" % code)
-
-
-def test_every_sample_is_covered_by_a_test():
-    # A new sample in the shared folder must get a parser test here, not be silently ignored.
-    source = (REPO / "tests/unit/test_npu_facts.py").read_text() + (
-        REPO / "tests/unit/test_npu_smi_emulator.py").read_text()
-    from conftest import FIXTURES
-    unused = [p.name for p in FIXTURES.glob("*.txt") if p.name not in source and not p.name.startswith(
-        ("lspci_", "common_", "usages_", "version_flag_"))]
-    assert unused == []
-
-
-# --- the whole module ------------------------------------------------------------------------------------
 
 def run_module(tmp_path, **args):
     args_file = tmp_path / "args.json"
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    result = subprocess.run([sys.executable, str(MODULE), str(args_file)], stdout=subprocess.PIPE,
+    result = subprocess.run([sys.executable, "-c", RUN_MODULE, str(args_file)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, universal_newlines=True)
     assert result.returncode == 0, result.stdout + result.stderr
     output = json.loads(result.stdout)
@@ -167,9 +44,44 @@ def test_seed_host_gives_every_fact(tmp_path):
     assert {c["product_type"] for c in facts["cards"]} == {"Atlas 300I Duo"}
     assert facts["devices"] == [str(root / "dev" / ("davinci%d" % n)) for n in range(8)]
     assert [c["device"] for c in facts["chips"]] == facts["devices"]
-    assert facts["missing_manager_devices"] == [] and len(facts["manager_devices"]) == 3
+    assert facts["missing_manager_devices"] == []
+    assert facts["manager_devices"] == [str(root / "dev" / name) for name in ("davinci_manager", "devmm_svm",
+                                                                               "hisi_hdc")]
     assert facts["install_info"]["Driver_Install_Mode"] == "normal"
     assert facts["chip_names"] == ["310P3"]
+    assert [c["health_problems"] for c in facts["cards"]] == [[], [], [], []]
+    assert facts["unhealthy_npu_ids"] == []
+
+
+def test_a_chip_in_alarm_makes_its_card_unhealthy(tmp_path):
+    # Profile chip_alarm: NPU 6 healthy, NPU 224's chip 1 in Alarm, which its board counts as one chip fault.
+    _, paths = twin_host(tmp_path, hosts.load_profiles()["chip_alarm"])
+    facts = run_module(tmp_path, **paths)
+    assert [(c["npu_id"], c["chip_fault_count"], c["health_problems"]) for c in facts["cards"]] == [
+        (6, 0, []), (224, 1, ["chip 1 health Alarm", "1 chip fault(s)"])]
+    assert facts["unhealthy_npu_ids"] == [224]
+    assert facts["ready"] and facts["chip_count"] == 4
+
+
+def test_missing_manager_device_is_named(tmp_path):
+    root, paths = twin_host(tmp_path, hosts.load_profiles()["duo2"])
+    (root / "dev/devmm_svm").unlink()
+    facts = run_module(tmp_path, **paths)
+    assert facts["missing_manager_devices"] == [str(root / "dev/devmm_svm")]
+    assert facts["manager_devices"] == [str(root / "dev/davinci_manager"), str(root / "dev/hisi_hdc")]
+
+
+def test_device_nodes_in_numeric_order(tmp_path):
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("davinci10", "davinci2", "davinci_manager", "davinci1x", "hisi_hdc"):
+        (dev / name).write_text("")
+    facts = run_module(tmp_path, npu_smi=str(tmp_path / "nowhere/npu-smi"), driver_home=str(tmp_path),
+                       firmware_home=str(tmp_path), dev_dir=str(dev))
+    assert facts["devices"] == [str(dev / "davinci2"), str(dev / "davinci10")]
+    assert facts["manager_devices"] == [str(dev / "davinci_manager"), str(dev / "hisi_hdc")]
+    assert facts["missing_manager_devices"] == [str(dev / "devmm_svm")]
+    assert (facts["cards"], facts["unhealthy_npu_ids"]) == ([], [])
 
 
 def test_missing_npu_smi_is_not_present(tmp_path):
@@ -230,12 +142,32 @@ def test_check_mode_reads_the_same(tmp_path):
     assert facts["ready"] and facts["chip_count"] == 4
 
 
-def test_ansible_doc_renders(tmp_path):
+def module_doc():
     result = subprocess.run([venv_tool("ansible-doc"), "-M", str(REPO / "library"), "--json", "npu_facts"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     assert result.returncode == 0, result.stderr
-    doc = json.loads(result.stdout)["npu_facts"]
+    return json.loads(result.stdout)["npu_facts"]
+
+
+def test_ansible_doc_renders():
+    doc = module_doc()
     assert set(doc["doc"]["options"]) == {"npu_smi", "driver_home", "firmware_home", "install_info", "dev_dir",
                                           "timeout"}
     assert "npu_facts:" in doc["examples"]
-    assert "ready" in doc["return"]["ansible_facts"]["contains"]["ascend"]["contains"]
+    attributes = doc["doc"]["attributes"]
+    assert (attributes["check_mode"]["support"], attributes["diff_mode"]["support"]) == ("full", "none")
+
+
+def test_every_returned_fact_is_documented(tmp_path):
+    # foreign_process: a host with a process on a chip, so that the process entries are checked too.
+    _, paths = twin_host(tmp_path, hosts.load_profiles()["foreign_process"])
+    facts = run_module(tmp_path, **paths)
+    documented = module_doc()["return"]["ansible_facts"]["contains"]["ascend"]["contains"]
+    assert set(facts) == set(documented)
+    for name in ("cards", "chips", "processes"):
+        assert facts[name], "%s: nothing to compare with the documentation" % name
+        # hbm_* are documented as returned only on 910B chips; the twin is a 310P host.
+        keys = set(documented[name]["contains"]) - {"hbm_total_mb", "hbm_used_mb"}
+        assert [set(entry) for entry in facts[name]] == [keys] * len(facts[name]), name
+    assert documented["cards"]["contains"]["health_problems"]["elements"] == "str"
+    assert documented["unhealthy_npu_ids"]["elements"] == "int"

@@ -18,17 +18,27 @@ SETTINGS = {
 
 
 def duo_facts(npu_ids=(1, 2)):
+    """Facts of a healthy host with Duo cards, shaped as npu_facts returns them."""
     chips, cards = [], []
     for index, npu_id in enumerate(npu_ids):
         cards.append({"npu_id": npu_id, "product_type": "Atlas 300I Duo", "chip_count": 2,
-                      "firmware_version": "7.8.0.7.220", "chip_fault_count": 0})
+                      "firmware_version": "7.8.0.7.220", "chip_fault_count": 0, "health_problems": []})
         for chip_id in (0, 1):
             logic = 2 * index + chip_id
             chips.append({"npu_id": npu_id, "chip_id": chip_id, "logic_id": logic, "name": "310P3", "health": "OK",
                           "device": "/dev/davinci%d" % logic})
     return {"present": True, "ready": True, "problems": [], "driver_version": "25.5.2",
             "driver_version_file": "25.5.2", "firmware_version": "7.8.0.7.220", "cards": cards, "chips": chips,
-            "devices": [chip["device"] for chip in chips], "missing_manager_devices": [], "processes": []}
+            "devices": [chip["device"] for chip in chips], "processes": [], "unhealthy_npu_ids": [],
+            "manager_devices": ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"],
+            "missing_manager_devices": []}
+
+
+def make_unhealthy(facts, problems):
+    """npu_facts' verdict on the cards: NPU id -> its health problems."""
+    for card in facts["cards"]:
+        card["health_problems"] = problems.get(card["npu_id"], [])
+    facts["unhealthy_npu_ids"] = sorted(problems)
 
 
 def judge(facts, **settings):
@@ -112,32 +122,58 @@ def test_910b_host_is_not_a_310p_host():
     assert "unknown type (chips: 910B2C)" in only_failure(judge(facts))["found"]
 
 
-def test_unhealthy_chip_fails_or_excludes_its_card():
-    facts = duo_facts(npu_ids=(6, 224))
-    facts["chips"][3]["health"] = "Alarm"
-    facts["cards"][1]["chip_fault_count"] = 1
+def test_unhealthy_card_fails_or_is_excluded():
+    facts = duo_facts(npu_ids=(6, 224, 1792))
+    make_unhealthy(facts, {224: ["chip 1 health Alarm", "1 chip fault(s)"], 1792: ["chip 0 health Warning"]})
     failure = only_failure(judge(facts))
-    assert failure["found"] == "NPU 224: chip 1 health Alarm, 1 chip fault(s)"
+    assert failure["check"] == "chip health"
+    assert failure["found"] == "NPU 224: chip 1 health Alarm, 1 chip fault(s); NPU 1792: chip 0 health Warning"
+    assert failure["required"] == "every chip OK with no chip fault"
     assert "exclude_card" in failure["fix"]
+    assert failure["message"] == "chip health: found %s; required %s. Fix: %s" % (
+        failure["found"], failure["required"], failure["fix"])
     excluded = judge(facts, unhealthy_chip_action="exclude_card")
-    assert excluded["failures"] == [] and excluded["excluded_npu_ids"] == [224]
-    assert "left out of the serving plan" in excluded["warnings"][0]["found"]
+    assert excluded["failures"] == [] and excluded["excluded_npu_ids"] == [224, 1792]
+    (warning,) = excluded["warnings"]
+    assert warning["found"] == ("NPU 224: chip 1 health Alarm, 1 chip fault(s); NPU 1792: chip 0 health Warning "
+                                "(card left out of the serving plan)")
+    assert warning["required"] == "every chip OK"
+
+
+def test_the_facts_verdict_decides_not_the_raw_health():
+    # npu_facts derives the verdict from the chips and boards; preflight only reads it.
+    facts = duo_facts()
+    facts["chips"][0]["health"] = "Alarm"
+    assert judge(facts)["failures"] == []
 
 
 def test_excluding_every_card_fails():
     facts = duo_facts(npu_ids=(6,))
-    facts["chips"][0]["health"] = "Critical"
-    assert only_failure(judge(facts, unhealthy_chip_action="exclude_card"))["required"] == (
-        "at least one healthy card to serve on")
+    make_unhealthy(facts, {6: ["chip 0 health Critical"]})
+    failure = only_failure(judge(facts, unhealthy_chip_action="exclude_card"))
+    assert failure["required"] == "at least one healthy card to serve on"
+    assert failure["found"] == "NPU 6: chip 0 health Critical"
 
 
 def test_missing_device_nodes():
     facts = duo_facts()
     facts["devices"].remove("/dev/davinci3")
+    facts["manager_devices"].remove("/dev/hisi_hdc")
     facts["missing_manager_devices"] = ["/dev/hisi_hdc"]
     result = judge(facts)
     assert [f["check"] for f in result["failures"]] == ["device nodes", "manager devices"]
     assert result["failures"][0]["found"] == "missing /dev/davinci3 (NPU 2 chip 1)"
+    assert (result["failures"][1]["found"], result["failures"][1]["required"]) == (
+        "missing /dev/hisi_hdc", "davinci_manager, devmm_svm and hisi_hdc")
+
+
+def test_manager_devices_named_as_the_facts_name_them():
+    facts = duo_facts()
+    facts["manager_devices"] = ["/srv/dev/hisi_hdc"]
+    facts["missing_manager_devices"] = ["/srv/dev/davinci_manager", "/srv/dev/devmm_svm"]
+    failure = only_failure(judge(facts))
+    assert failure["found"] == "missing /srv/dev/davinci_manager, /srv/dev/devmm_svm"
+    assert failure["required"] == "davinci_manager, devmm_svm and hisi_hdc"
 
 
 def test_foreign_process_fails_but_our_containers_do_not():

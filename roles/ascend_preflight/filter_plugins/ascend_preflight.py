@@ -3,6 +3,7 @@
 Kept in Python rather than Jinja so every rule reads as one function and is unit-tested. Each finding says
 which check, what was found, what is required and how to fix it; the role adds the host name.
 """
+import os
 import re
 
 # Known trouble with 24.x drivers (vLLM-Ascend issue 3860, and the seed's experience with 24.x + vLLM 0.11.0),
@@ -99,32 +100,21 @@ def check_products(facts, settings):
                     "if the image supports it")]
 
 
-def unhealthy_cards(facts):
-    """NPU id -> reasons, for cards with a chip not OK or a chip fault."""
-    reasons = {}
-    for chip in facts.get("chips", []):
-        if chip.get("health") != "OK":
-            reasons.setdefault(chip["npu_id"], []).append("chip %s health %s" % (chip["chip_id"], chip.get("health")))
-    for card in facts.get("cards", []):
-        if card.get("chip_fault_count"):
-            reasons.setdefault(card["npu_id"], []).append("%s chip fault(s)" % card["chip_fault_count"])
-    return reasons
-
-
 def check_health(facts, settings):
-    reasons = unhealthy_cards(facts)
-    if not reasons:
+    """Judge the cards npu_facts found unhealthy; the facts hold the verdict so the serving plan reads the same."""
+    unhealthy = facts["unhealthy_npu_ids"]
+    if not unhealthy:
         return [], [], []
-    found = "; ".join("NPU %s: %s" % (npu_id, ", ".join(why)) for npu_id, why in sorted(reasons.items()))
+    problems = {card["npu_id"]: card["health_problems"] for card in facts["cards"]}
+    found = "; ".join("NPU %s: %s" % (npu_id, ", ".join(problems[npu_id])) for npu_id in unhealthy)
     fix = ("check `npu-smi info -t health -i <NPU ID>` and `dmesg`; reset the card (`npu-smi set -t reset -i <NPU "
            "ID> -c 0`) or replace it")
     if settings["unhealthy_chip_action"] == "exclude_card":
-        excluded = sorted(reasons)
-        healthy = [card for card in facts.get("cards", []) if card["npu_id"] not in reasons]
+        healthy = [card for card in facts["cards"] if card["npu_id"] not in unhealthy]
         if not healthy:
-            return [finding("chip health", found, "at least one healthy card to serve on", fix)], [], excluded
+            return [finding("chip health", found, "at least one healthy card to serve on", fix)], [], unhealthy
         return [], [finding("chip health", found + " (card left out of the serving plan)", "every chip OK",
-                            fix)], excluded
+                            fix)], unhealthy
     fix += "; or set ascend_preflight_unhealthy_chip_action: exclude_card to serve on the other cards"
     return [finding("chip health", found, "every chip OK with no chip fault", fix)], [], []
 
@@ -139,8 +129,10 @@ def check_devices(facts):
                                 "a /dev/davinciN node for every chip npu-smi lists",
                                 "reload the driver or reboot; the driver creates the nodes when it loads"))
     if facts.get("missing_manager_devices"):
+        # npu_facts lists every manager device it looks for as either present or missing.
+        wanted = sorted(os.path.basename(path) for path in facts["manager_devices"] + facts["missing_manager_devices"])
         findings.append(finding("manager devices", "missing %s" % ", ".join(facts["missing_manager_devices"]),
-                                "davinci_manager, devmm_svm and hisi_hdc",
+                                "%s and %s" % (", ".join(wanted[:-1]), wanted[-1]),
                                 "reinstall the Ascend driver (it creates them) and reboot"))
     return findings
 
