@@ -14,7 +14,9 @@ import sys
 import tempfile
 import textwrap
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+from .host_code import REPO, load_module_util
+
+bench_record = load_module_util("bench_record")
 DEFAULT_INVENTORY = REPO / "inventory" / "twin" / "hosts.yml"
 PLAYBOOKS = {"deploy": "site.yml", "bench": "playbooks/benchmark.yml", "teardown": "playbooks/teardown.yml"}
 EXAMPLES = {
@@ -44,7 +46,6 @@ class HostView:
         self.phase = {}
         self.failures = {}
         self.unreachable = set()
-        self.report = None
 
     def handle(self, event):
         data = event.get("event_data") or {}
@@ -61,8 +62,6 @@ class HostView:
         elif kind == "runner_on_unreachable" and host:
             self.unreachable.add(host)
             self.failures.setdefault(host, "unreachable: %s" % (data.get("res") or {}).get("msg", ""))
-        elif kind == "runner_on_ok" and data.get("task") == "Show where the report is":
-            self.report = (data.get("res") or {}).get("msg")
         elif kind == "runner_retry" and host:
             self.out.write("[%s] %s\n" % (host, benchmark_progress(data) or "still running: " + data.get("task", "")))
             self.out.flush()
@@ -70,21 +69,15 @@ class HostView:
 
 
 def benchmark_progress(data):
-    """'<instance>: group 3/12 (640x480, max_tokens 32, concurrency 8): 5/8 requests' from a progress poll."""
+    """A line on how far an instance's benchmark is, from a poll of its progress file; None for other polls."""
     result = data.get("res") or {}
     if "content" not in result:
         return None
     try:
-        progress = json.loads(base64.b64decode(result["content"]))
+        progress = bench_record.read_progress(base64.b64decode(result["content"]))
     except ValueError:
         return None
-    instance = str(result.get("source", "")).rsplit("/", 1)[-1].replace(".jsonl.progress.json", "")
-    group = progress.get("group")
-    if not group:
-        return "%s: %s/%s groups done" % (instance, progress.get("groups_done"), progress.get("groups_total"))
-    return "%s: group %s/%s (%s, max_tokens %s, concurrency %s): %s/%s requests" % (
-        instance, progress["group_number"], progress["groups_total"], group["image_size"], group["max_tokens"],
-        group["concurrency"], progress["requests_done"], progress["requests_total"])
+    return bench_record.describe_progress(progress, bench_record.instance_name(result.get("source", "")))
 
 
 def failure_reason(data):
@@ -125,7 +118,27 @@ def extra_vars(pairs):
     return values
 
 
-def run_playbook(args, playbook, extravars, out=sys.stdout):
+def utc_stamp():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def playbook_vars(args):
+    """The extra variables of a command's playbook, and the folder its report goes to (bench only): the
+    command names that folder, so it knows where to look when the playbook is done."""
+    extravars = extra_vars(args.extra_vars)
+    report_dir = None
+    if args.command == "bench":
+        extravars.setdefault("vllm_bench_preset", args.preset)
+        reports = pathlib.Path(extravars.get("vllm_bench_reports_dir") or REPO / "reports")
+        report_dir = pathlib.Path(extravars.get("vllm_bench_report_dir") or reports / utc_stamp()).resolve()
+        extravars["vllm_bench_report_dir"] = str(report_dir)
+    if args.command == "teardown":
+        extravars.setdefault("vllm_teardown_remove_image", args.remove_image)
+        extravars.setdefault("vllm_teardown_remove_model", args.remove_model)
+    return extravars, report_dir
+
+
+def run_playbook(args, playbook, extravars, out=sys.stdout, report_dir=None):
     import ansible_runner
 
     artifacts = REPO / "artifacts"
@@ -145,13 +158,16 @@ def run_playbook(args, playbook, extravars, out=sys.stdout):
             private_data_dir=str(artifacts), artifact_dir=str(artifacts), project_dir=str(REPO),
             playbook=str(REPO / playbook), inventory=str(pathlib.Path(args.inventory).resolve()),
             cmdline=" ".join(cmdline + ["-e", "@" + handle.name]),
-            ident=datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + args.command,
+            ident=utc_stamp() + "-" + args.command,
             envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True, event_handler=view.handle,
             settings={"suppress_env_files": True})
     table, any_failed = summary_table(runner.stats or {}, view)
     out.write("\n%s\n" % table)
-    if view.report:
-        out.write("\n%s\n" % view.report)
+    summary = report_dir / "summary.json" if report_dir else None
+    if summary and summary.exists():
+        from . import report
+
+        out.write("\n%s\n" % report.describe(report_dir, json.loads(summary.read_text(encoding="utf-8"))))
     out.write("\nartifacts: %s\n" % (artifacts / runner.config.ident))
     return 1 if any_failed or runner.rc != 0 else 0
 
@@ -169,10 +185,7 @@ def command_verify(args, out=sys.stdout):
 def command_report(args, out=sys.stdout):
     from . import report
 
-    summary = report.build(args.report_dir, args.latency_target)
-    out.write("report: %s (%d groups, %d instance(s), %d slow)\n" % (
-        pathlib.Path(args.report_dir) / "report.md", summary["groups"], summary["instances"],
-        len(summary["slow_instances"])))
+    out.write("%s\n" % report.describe(args.report_dir, report.build(args.report_dir, args.latency_target)))
     return 0
 
 
@@ -190,7 +203,8 @@ def build_parser():
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == "report":
             sub.add_argument("report_dir", help="folder holding raw/<host>/<instance>.jsonl")
-            sub.add_argument("--latency-target", type=float, default=10.0, help="p95 target in seconds")
+            sub.add_argument("--latency-target", type=float, default=bench_record.LATENCY_TARGET_S,
+                             help="p95 latency (seconds) the recommended concurrency must meet (default %(default)g)")
             continue
         sub.add_argument("-i", "--inventory", default=str(DEFAULT_INVENTORY),
                          help="inventory file (default: the twin's)")
@@ -201,7 +215,9 @@ def build_parser():
         if name == "deploy":
             sub.add_argument("--check", action="store_true", help="show what would change, change nothing")
         if name == "bench":
-            sub.add_argument("--preset", default="quick", help="quick (a smoke check) or seed (the full matrix)")
+            sub.add_argument("--preset", default="quick",
+                             help="quick (a smoke check, minutes) or seed (the matrix of the blog post this project "
+                                  "grew from, tests/fixtures/seed/: hours on 310P); both are in vllm_bench_presets")
         if name == "teardown":
             sub.add_argument("--remove-image", action="store_true", help="also remove the image")
             sub.add_argument("--remove-model", action="store_true", help="also remove the model folder")
@@ -221,13 +237,8 @@ def main(argv=None):
         return command_verify(args)
     if args.command == "report":
         return command_report(args)
-    extravars = extra_vars(args.extra_vars)
-    if args.command == "bench":
-        extravars.setdefault("vllm_bench_preset", args.preset)
-    if args.command == "teardown":
-        extravars.setdefault("vllm_teardown_remove_image", args.remove_image)
-        extravars.setdefault("vllm_teardown_remove_model", args.remove_model)
-    return run_playbook(args, PLAYBOOKS[args.command], extravars)
+    extravars, report_dir = playbook_vars(args)
+    return run_playbook(args, PLAYBOOKS[args.command], extravars, report_dir=report_dir)
 
 
 if __name__ == "__main__":

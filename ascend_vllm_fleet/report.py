@@ -1,13 +1,14 @@
-"""Fleet benchmark report: results.csv, summary.json and report.md with charts, from the fetched results files.
+"""Fleet benchmark report: results.csv, summary.json, report.md and a self-contained report.html, with charts.
 
-Input: ``<report dir>/raw/<host>/<instance>.jsonl``, one JSON line per benchmark group as the vllm_benchmark
-module writes them (a later line for the same group replaces an earlier one: that is how resumed runs look).
-Charts follow the seed's three (p95 latency by image size, p95 latency by max_tokens, throughput), plus TTFT
-and a per-instance comparison that makes a slow host stand out.
+Input: ``<report dir>/raw/<host>/<instance>.jsonl``, the results files the vllm_load_test module writes (their
+record is module_utils/bench_record.py's). Charts follow the seed's three (p95 latency by image size, p95
+latency by max_tokens, throughput), plus TTFT and a per-instance comparison that makes a slow host stand out.
+The text comes from templates/report.md.j2 and templates/report.html.j2.
 
 Usage: python -m ascend_vllm_fleet.report REPORT_DIR [--latency-target SECONDS]
 """
 import argparse
+import base64
 import csv
 import json
 import pathlib
@@ -15,41 +16,47 @@ import statistics
 import sys
 import time
 
-COLUMNS = [
-    "host", "instance", "image_size", "max_tokens", "concurrency", "requests", "completed", "failed", "error_rate",
-    "unreliable", "duration_s", "rps", "avg_latency_s", "p50_latency_s", "p95_latency_s", "p99_latency_s",
-    "avg_ttft_s", "p50_ttft_s", "p95_ttft_s", "p99_ttft_s", "avg_tpot_s", "p95_tpot_s", "total_tokens_per_s",
-    "output_tokens_per_s", "avg_prompt_tokens", "avg_completion_tokens", "total_prompt_tokens",
-    "total_completion_tokens", "max_in_flight", "errors",
-]
+import jinja2
+
+from .host_code import REPO, load_module_util
+
+bench_record = load_module_util("bench_record")
+parse_size = load_module_util("png_images").parse_size
+
+TEMPLATES = REPO / "templates"
+COLUMNS = ("host", "instance") + bench_record.FIELD_NAMES
 # An instance whose throughput is below this share of the fleet's median is called out as slow.
 SLOW_SHARE = 0.8
 
 
 def pixels(size):
-    width, height = size.split("x")
-    return int(width) * int(height)
+    width, height = parse_size(size)
+    return width * height
 
 
 def load(report_dir):
-    """Rows (dicts) of every host x instance x group, in the order the groups ran."""
-    rows = []
+    """Rows (records with their host and instance) of every results file, in the order the groups ran, and the
+    files with lines that held no record."""
+    rows, skipped = [], []
     raw = pathlib.Path(report_dir) / "raw"
-    for path in sorted(raw.glob("*/*.jsonl")):
-        groups = {}
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                record = json.loads(line)
-                groups[(record["image_size"], record["max_tokens"], record["concurrency"])] = record
-        for record in groups.values():
-            rows.append(dict(record, host=path.parent.name, instance=path.stem))
+    for path in sorted(raw.glob("*/*" + bench_record.RESULTS_SUFFIX)):
+        host, instance = path.parent.name, bench_record.instance_name(path)
+        records, cut = bench_record.read_results(path)
+        rows += [dict(record, host=host, instance=instance) for record in records]
+        if cut:
+            skipped.append({"host": host, "instance": instance, "lines": cut})
     if not rows:
-        raise SystemExit("no benchmark results under %s (expected raw/<host>/<instance>.jsonl)" % raw)
-    return rows
+        raise SystemExit("no benchmark results under %s (expected raw/<host>/<instance>%s)"
+                         % (raw, bench_record.RESULTS_SUFFIX))
+    return rows, skipped
+
+
+def reliable(row):
+    return not row.get("unreliable")
 
 
 def fleet_median(rows, metric, **where):
-    values = [row[metric] for row in rows if row.get(metric) is not None and not row["unreliable"]
+    values = [row[metric] for row in rows if row.get(metric) is not None and reliable(row)
               and all(row[key] == value for key, value in where.items())]
     return statistics.median(values) if values else None
 
@@ -90,18 +97,18 @@ def comparison(rows):
     instances = sorted({(row["host"], row["instance"]) for row in rows})
     shared = None
     for host, instance in instances:
-        keys = {(r["image_size"], r["max_tokens"], r["concurrency"]) for r in rows
-                if (r["host"], r["instance"]) == (host, instance) and not r["unreliable"]}
+        keys = {bench_record.group_key(r) for r in rows if (r["host"], r["instance"]) == (host, instance)
+                and reliable(r)}
         shared = keys if shared is None else shared & keys
     if not shared:
         return None, []
     reference = max(shared, key=lambda key: (pixels(key[0]), key[1], key[2]))
-    where = dict(zip(("image_size", "max_tokens", "concurrency"), reference))
+    where = dict(zip(bench_record.GROUP_FIELDS, reference))
     median = fleet_median(rows, "total_tokens_per_s", **where)
     entries = []
     for host, instance in instances:
         row = next(r for r in rows if (r["host"], r["instance"]) == (host, instance)
-                   and all(r[k] == v for k, v in where.items()) and not r["unreliable"])
+                   and bench_record.group_key(r) == reference and reliable(r))
         share = row["total_tokens_per_s"] / median if median else None
         entries.append({"host": host, "instance": instance, "total_tokens_per_s": row["total_tokens_per_s"],
                         "p95_latency_s": row["p95_latency_s"], "share_of_median": round(share, 3) if share else None,
@@ -146,28 +153,28 @@ class Charts:
         axes.grid(True, alpha=0.3)
         axes.legend(title=series_key.replace("_", " "))
 
-    def save(self, figure, filename):
+    def save(self, figure, title, filename):
         figure.tight_layout()
         figure.savefig(self.folder / filename)
         self.plt.close(figure)
-        return filename
+        return {"title": title, "file": filename}
 
-    def lines(self, filename, title, ylabel, metric, series_key, series, **where):
+    def lines(self, title, filename, heading, ylabel, metric, series_key, series, **where):
         figure, axes = self.plt.subplots(figsize=(7, 4.2), dpi=110)
         self.plot_against_concurrency(axes, ylabel, metric, series_key, series, where)
-        axes.set_title(title)
-        return self.save(figure, filename)
+        axes.set_title(heading)
+        return self.save(figure, title, filename)
 
-    def throughput(self, filename, title, **where):
+    def throughput(self, title, filename, heading, **where):
         figure, (left, right) = self.plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
         tokens = axis_values(self.rows, "max_tokens")
         self.plot_against_concurrency(left, "requests per second", "rps", "max_tokens", tokens, where)
         self.plot_against_concurrency(right, "total tokens per second", "total_tokens_per_s", "max_tokens", tokens,
                                       where)
-        figure.suptitle(title)
-        return self.save(figure, filename)
+        figure.suptitle(heading)
+        return self.save(figure, title, filename)
 
-    def instances(self, filename, reference, entries):
+    def instances(self, title, filename, reference, entries):
         figure, axes = self.plt.subplots(figsize=(max(6, 1.1 * len(entries) + 2), 4.2), dpi=110)
         labels = ["%s\n%s" % (e["host"], e["instance"]) for e in entries]
         colours = ["#d62728" if e["slow"] else "#1f77b4" for e in entries]
@@ -177,19 +184,45 @@ class Charts:
                      label="%d%% of median" % (SLOW_SHARE * 100))
         axes.set_xticks(range(len(entries)), labels, fontsize=8)
         axes.set_ylabel("total tokens per second")
-        axes.set_title("Per instance at %s, max_tokens %s, concurrency %s" % (
-            reference["image_size"], reference["max_tokens"], reference["concurrency"]))
+        axes.set_title("Per instance at %s, max_tokens %s, concurrency %s" % bench_record.group_key(reference))
         axes.legend()
-        return self.save(figure, filename)
+        return self.save(figure, title, filename)
+
+
+def draw(rows, folder, reference, entries):
+    """The charts as files in folder: [{title, file}] in the report's order."""
+    charts = Charts(rows, folder)
+    sizes, tokens = axis_values(rows, "image_size"), axis_values(rows, "max_tokens")
+    largest_size, longest = sizes[-1], tokens[-1]
+    figures = [
+        charts.lines("p95 latency by image size", "p95_by_image_size.png", "p95 latency, max_tokens %s" % longest,
+                     "p95 latency (s)", "p95_latency_s", "image_size", sizes, max_tokens=longest),
+        charts.lines("p95 latency by output length", "p95_by_max_tokens.png", "p95 latency, %s" % largest_size,
+                     "p95 latency (s)", "p95_latency_s", "max_tokens", tokens, image_size=largest_size),
+        charts.throughput("Throughput", "throughput.png", "Throughput, %s" % largest_size, image_size=largest_size),
+        charts.lines("Time to first token", "ttft.png", "p95 time to first token, max_tokens %s" % longest,
+                     "p95 TTFT (s)", "p95_ttft_s", "image_size", sizes, max_tokens=longest),
+    ]
+    if reference:
+        figures.append(charts.instances("Instances compared", "instances.png", reference, entries))
+    return figures
+
+
+def data_uri(path):
+    return "data:image/png;base64," + base64.b64encode(pathlib.Path(path).read_bytes()).decode("ascii")
+
+
+def render(name, **context):
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                                     autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined,
+                                     trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    return environment.get_template(name).render(**context)
 
 
 def build(report_dir, latency_target):
     report_dir = pathlib.Path(report_dir)
-    rows = load(report_dir)
-    sizes, tokens = axis_values(rows, "image_size"), axis_values(rows, "max_tokens")
-    largest_size, longest = sizes[-1], tokens[-1]
+    rows, skipped = load(report_dir)
     write_csv(rows, report_dir / "results.csv")
-    recommended = recommendations(rows, latency_target)
     reference, entries = comparison(rows)
     summary = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -197,83 +230,37 @@ def build(report_dir, latency_target):
         "hosts": sorted({row["host"] for row in rows}),
         "instances": len({(row["host"], row["instance"]) for row in rows}),
         "groups": len(rows),
-        "unreliable_groups": [{k: row[k] for k in ("host", "instance", "image_size", "max_tokens", "concurrency",
-                                                   "error_rate", "errors")} for row in rows if row["unreliable"]],
-        "recommended": recommended,
+        "unreliable_groups": [{k: row.get(k) for k in ("host", "instance") + bench_record.GROUP_FIELDS
+                               + ("error_rate", "errors")} for row in rows if not reliable(row)],
+        "skipped_lines": skipped,
+        "recommended": recommendations(rows, latency_target),
         "comparison_reference": reference,
         "comparison": entries,
         "slow_instances": [e for e in entries if e["slow"]],
     }
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    charts = Charts(rows, report_dir)
-    figures = [
-        ("p95 latency by image size", charts.lines(
-            "p95_by_image_size.png", "p95 latency, max_tokens %s" % longest, "p95 latency (s)", "p95_latency_s",
-            "image_size", sizes, max_tokens=longest)),
-        ("p95 latency by output length", charts.lines(
-            "p95_by_max_tokens.png", "p95 latency, %s" % largest_size, "p95 latency (s)", "p95_latency_s",
-            "max_tokens", tokens, image_size=largest_size)),
-        ("Throughput", charts.throughput("throughput.png", "Throughput, %s" % largest_size,
-                                         image_size=largest_size)),
-        ("Time to first token", charts.lines(
-            "ttft.png", "p95 time to first token, max_tokens %s" % longest, "p95 TTFT (s)", "p95_ttft_s",
-            "image_size", sizes, max_tokens=longest)),
-    ]
-    if reference:
-        figures.append(("Instances compared", charts.instances("instances.png", reference, entries)))
-    (report_dir / "report.md").write_text(markdown(summary, figures, rows), encoding="utf-8")
+    figures = [dict(figure, data_uri=data_uri(report_dir / figure["file"]))
+               for figure in draw(rows, report_dir, reference, entries)]
+    context = {"summary": summary, "figures": figures, "fields": bench_record.FIELDS, "notes": bench_record.NOTES}
+    for name in ("report.md", "report.html"):
+        (report_dir / name).write_text(render(name + ".j2", **context), encoding="utf-8")
     return summary
 
 
-def markdown(summary, figures, rows):
-    lines = [
-        "# vLLM-Ascend benchmark report",
-        "",
-        "Generated %s for %d instance(s) on %s; %d groups. Values are the fleet median across instances."
-        % (summary["generated_at"], summary["instances"], ", ".join(summary["hosts"]), summary["groups"]),
-        "",
-        "Latency is request sent to last byte; TTFT is sent to first content token; duration is first request "
-        "sent to last finished; RPS = completed / duration; total tokens/s = (prompt + completion tokens of "
-        "completed requests) / duration; percentiles interpolate linearly between closest ranks. Token counts "
-        "are the server's, so prompt tokens include image tokens. Failed requests are counted, never timed.",
-        "",
-        "## Recommended concurrency (p95 target %gs)" % summary["latency_target_s"],
-        "",
-        "| image size | max_tokens | concurrency | p95 latency (s) | total tokens/s | note |",
-        "|---|---|---|---|---|---|",
-    ]
-    for item in summary["recommended"]:
-        lines.append("| %s | %s | **%s** | %s | %s | %s |" % (
-            item["image_size"], item["max_tokens"], item["concurrency"], item["p95_latency_s"],
-            item["total_tokens_per_s"], item["note"]))
-    for title, filename in figures:
-        lines += ["", "## %s" % title, "", "![%s](%s)" % (title, filename)]
-    if summary["comparison"]:
-        lines += ["", "| host | instance | total tokens/s | p95 latency (s) | share of median | |",
-                  "|---|---|---|---|---|---|"]
-        for entry in summary["comparison"]:
-            lines.append("| %s | %s | %s | %s | %s | %s |" % (
-                entry["host"], entry["instance"], entry["total_tokens_per_s"], entry["p95_latency_s"],
-                entry["share_of_median"], "**slow**" if entry["slow"] else ""))
-    if summary["unreliable_groups"]:
-        lines += ["", "## Unreliable groups (error rate above the threshold)", ""]
-        for group in summary["unreliable_groups"]:
-            lines.append("- %(host)s %(instance)s %(image_size)s max_tokens %(max_tokens)s concurrency "
-                         "%(concurrency)s: error rate %(error_rate)s, %(errors)s" % group)
-    lines += ["", "Raw numbers: `results.csv` (one row per host, instance and group) and `summary.json`.", ""]
-    return "\n".join(lines)
+def describe(report_dir, summary):
+    """The line that tells an operator where the report is and what it holds."""
+    return "report: %s (%d groups, %d instance(s), %d slow; report.md, results.csv and summary.json beside it)" % (
+        pathlib.Path(report_dir) / "report.html", summary["groups"], summary["instances"],
+        len(summary["slow_instances"]))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m ascend_vllm_fleet.report", description=__doc__.split("\n")[0])
     parser.add_argument("report_dir", help="folder holding raw/<host>/<instance>.jsonl")
-    parser.add_argument("--latency-target", type=float, default=10.0,
-                        help="p95 latency (seconds) the recommended concurrency must meet (default 10)")
+    parser.add_argument("--latency-target", type=float, default=bench_record.LATENCY_TARGET_S,
+                        help="p95 latency (seconds) the recommended concurrency must meet (default %(default)g)")
     args = parser.parse_args(argv)
-    summary = build(args.report_dir, args.latency_target)
-    print("report: %s (%d groups, %d instance(s), %d slow)" % (
-        pathlib.Path(args.report_dir) / "report.md", summary["groups"], summary["instances"],
-        len(summary["slow_instances"])))
+    print(describe(args.report_dir, build(args.report_dir, args.latency_target)))
     return 0
 
 

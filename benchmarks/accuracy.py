@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How accurate and how cheap is the vllm_benchmark module? One group against the twin, measured three ways.
+"""How accurate and how cheap is the vllm_load_test module? One group against the twin, measured three ways.
 
 Runs one group (default 1920x1080, concurrency 64, 64 requests, 64 output tokens) against a deployed twin
 instance and prints, from this one run:
@@ -25,10 +25,11 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
-from ascend_vllm_fleet.modules import load_library_module  # noqa: E402
+from ascend_vllm_fleet.host_code import load_library_module, load_module_util  # noqa: E402
 from twin.lifecycle import Twin  # noqa: E402
 
-bench = load_library_module("vllm_benchmark")
+load_test = load_library_module("vllm_load_test")
+percentile = load_module_util("bench_record").percentile
 # Where the stand-in on a twin host writes its per-request log (its /root/.cache is the host's).
 STANDIN_LOG = "/root/.cache/vllm-twin/requests-8000.jsonl"
 EVALSCOPE_VENV = REPO / "benchmarks" / ".venv-evalscope"
@@ -47,17 +48,17 @@ def server_records(log_path, ids=None, since=None):
 
 
 def run_module(args):
-    settings = {name: spec.get("default") for name, spec in bench.ARGUMENT_SPEC.items()}
+    settings = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
     settings.update(base_url=args.base_url, requests_per_group=args.requests, warmup_requests=0)
-    endpoint = bench.Endpoint(args.base_url, None, 600)
-    model = endpoint.models()[0]
-    benchmark = bench.Benchmark(settings, endpoint, model)
+    client = load_test.Client(args.base_url, None, 600)
+    model = client.models()[0]
+    runner = load_test.LoadTest(settings, client, model)
     group = {"image_size": args.size, "max_tokens": args.max_tokens, "concurrency": args.concurrency}
     cpu = time.process_time()
-    bodies = benchmark.bodies(group)
+    bodies = runner.bodies(group)
     build_cpu = time.process_time() - cpu
     cpu = time.process_time()
-    results = benchmark.run_group(group, bodies, lambda index: None)
+    results = runner.run_group(group, bodies, lambda: None)
     send_cpu = time.process_time() - cpu
     return model, group, results, build_cpu, send_cpu
 
@@ -109,7 +110,7 @@ def run_evalscope(args, model):
 
 
 def latency_stats(latencies):
-    return {"mean": statistics.mean(latencies), "p95": bench.percentile(latencies, 95)}
+    return {"mean": statistics.mean(latencies), "p95": percentile(latencies, 95)}
 
 
 def main():
@@ -150,10 +151,10 @@ def main():
     print("%-34s %10s %10s %10s" % ("", "mean (s)", "p95 (s)", ""))
     print("%-34s %10.4f %10.4f" % ("stand-in's own log", server["mean"], server["p95"]))
     print("%-34s %10.4f %10.4f   ratio to log: mean %.4f, p95 %.4f (target within 1%%)" % (
-        "vllm_benchmark module", module["mean"], module["p95"], module["mean"] / server["mean"],
+        "vllm_load_test module", module["mean"], module["p95"], module["mean"] / server["mean"],
         module["p95"] / server["p95"]))
     print("client overhead per request: median %.2f ms, p95 %.2f ms (target: median under 2 ms)" % (
-        statistics.median(overhead_ms), bench.percentile(overhead_ms, 95)))
+        statistics.median(overhead_ms), percentile(overhead_ms, 95)))
     print("  of which before the server saw the request: median %.2f ms; after its last byte: median %.2f ms" % (
         statistics.median(start_gap), statistics.median(end_gap)))
     print("client CPU per request: %.2f ms building bodies, %.2f ms sending and reading" % (

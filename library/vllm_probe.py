@@ -19,7 +19,7 @@ description:
   - Then sends the request an operator sends by hand - one generated image plus a text prompt - and requires
     a non-empty answer and a C(usage) block. The image is made on the host (PNG, standard library), so hosts
     without internet can be probed.
-  - Only reads; supports check mode.
+  - Only reads.
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
@@ -59,7 +59,7 @@ options:
     type: str
     default: 请描述一下图片
   image_size:
-    description: Width and height of the generated image, C(WxH).
+    description: Width and height of the generated image, C(WIDTHxHEIGHT).
     type: str
     default: 640x480
   max_tokens:
@@ -70,8 +70,19 @@ options:
     description: Seconds to wait for the smoke answer.
     type: int
     default: 300
-notes:
-  - Supports check mode.
+attributes:
+  check_mode:
+    description: Can run in check mode and probe as without it.
+    support: full
+    details: It only reads - the readiness checks and the smoke request change nothing on the host.
+  diff_mode:
+    description: Would show what the module changed.
+    support: none
+    details: It only reads, so there is never a change to show.
+  platform:
+    description: Target OS families it runs on.
+    support: full
+    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -86,12 +97,12 @@ EXAMPLES = r"""
 RETURN = r"""
 ready_after_s:
   description: Seconds until the server was ready.
-  returned: success
+  returned: when the server became ready
   type: float
   sample: 142.3
 models:
   description: Model names C(/v1/models) listed.
-  returned: success
+  returned: when the server became ready
   type: list
   elements: str
   sample: ["Qwen3-VL-8B-Instruct"]
@@ -111,42 +122,21 @@ smoke_latency_s:
   type: float
   sample: 5.9
 logs:
-  description: Tail of the container's logs, on failure.
+  description: Tail of the container's logs, on failure (empty without C(container)).
   returned: failure
   type: str
   sample: "ERROR ValueError: Ascend 310P does not support dtype bfloat16"
 """
 
 import json
-import re
 import subprocess
 import time
-from urllib.error import HTTPError, URLError
-from urllib.request import Request, urlopen
 
-from ansible.module_utils.ascend_images import data_url, png_image
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.openai_client import Client, ClientError, ImageChat, image_data_url, served_models
+from ansible.module_utils.png_images import parse_size, png_image
 
 POLL_S = 2
-
-
-def http(method, url, api_key=None, body=None, timeout=10):
-    """(status, parsed JSON or text) of one request; (None, reason) when there is no answer."""
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = "Bearer " + api_key
-    data = json.dumps(body).encode("utf-8") if body is not None else None
-    try:
-        response = urlopen(Request(url, data=data, headers=headers, method=method), timeout=timeout)
-        status, text = response.status, response.read().decode("utf-8", "replace")
-    except HTTPError as error:
-        status, text = error.code, error.read().decode("utf-8", "replace")
-    except (URLError, OSError) as error:
-        return None, str(getattr(error, "reason", error))
-    try:
-        return status, json.loads(text)
-    except ValueError:
-        return status, text
 
 
 def container_state(docker, name):
@@ -165,20 +155,19 @@ def container_logs(docker, name, lines):
     return result.stdout.strip()
 
 
-def wait_ready(params):
+def wait_ready(client, params):
     """Seconds until ready and the served names; raises RuntimeError with the reason."""
     started = time.time()
-    base = params["base_url"].rstrip("/")
     last = "no answer yet"
     while True:
         if params["container"]:
             running, state = container_state(params["docker"], params["container"])
             if not running:
                 raise RuntimeError("%s before it became ready (last check: %s)" % (state, last))
-        status, health = http("GET", base + "/health", timeout=5)
+        status, health = client.call("GET", "/health", timeout=5)
         if status == 200:
-            status, models = http("GET", base + "/v1/models", params["api_key"], timeout=10)
-            names = [entry.get("id") for entry in models.get("data", [])] if isinstance(models, dict) else []
+            status, models = client.call("GET", "/v1/models", timeout=10)
+            names = served_models(models)
             if status == 200 and params["model"] in names:
                 return time.time() - started, names
             last = ("/v1/models answered %s, listing %s, not %s" % (status, names or models, params["model"]))
@@ -189,14 +178,10 @@ def wait_ready(params):
         time.sleep(POLL_S)
 
 
-def smoke(params):
-    width, height = (int(side) for side in re.match(r"^(\d+)x(\d+)$", params["image_size"]).groups())
-    body = {"model": params["model"], "max_tokens": params["max_tokens"], "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": data_url(png_image(width, height))}},
-        {"type": "text", "text": params["prompt"]}]}]}
+def smoke(client, params, size):
+    body = ImageChat(params["model"], params["prompt"], params["max_tokens"]).body(image_data_url(png_image(*size)))
     started = time.time()
-    status, reply = http("POST", params["base_url"].rstrip("/") + "/v1/chat/completions", params["api_key"], body,
-                         timeout=params["request_timeout"])
+    status, reply = client.chat(body, timeout=params["request_timeout"])
     elapsed = time.time() - started
     if status != 200 or not isinstance(reply, dict):
         raise RuntimeError("the image request answered %s: %s" % (status, str(reply)[:500]))
@@ -228,14 +213,20 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if not re.match(r"^\d+x\d+$", params["image_size"]):
-        module.fail_json(msg="image_size %r: expected WIDTHxHEIGHT, for example 640x480" % params["image_size"])
+    try:
+        size = parse_size(params["image_size"])
+    except ValueError as error:
+        module.fail_json(msg="image_size: %s" % error)
+    try:
+        client = Client(params["base_url"], params["api_key"])
+    except ClientError as error:
+        module.fail_json(msg=str(error))
     result = {"changed": False}
     try:
-        ready_after, names = wait_ready(params)
+        ready_after, names = wait_ready(client, params)
         result.update(ready_after_s=round(ready_after, 3), models=names)
         if params["smoke_test"]:
-            result.update(smoke(params))
+            result.update(smoke(client, params, size))
     except RuntimeError as error:
         logs = container_logs(params["docker"], params["container"], params["log_lines"]) \
             if params["container"] else ""

@@ -1,4 +1,4 @@
-"""library/vllm_benchmark.py against the stand-in server run as a local process (no Docker needed)."""
+"""library/vllm_load_test.py against the stand-in server run as a local process (no Docker needed)."""
 import json
 import os
 import signal
@@ -13,7 +13,7 @@ import requests
 from conftest import REPO, free_port, load_library_module
 from twin import hosts
 
-bench = load_library_module("vllm_benchmark")
+bench = load_library_module("vllm_load_test")
 MODEL = "Qwen3-VL-8B-Instruct"
 
 
@@ -118,11 +118,10 @@ def test_each_client_latency_spans_the_servers_own(standin):
     """Request by request, the time the client measures holds the time the server logged (no timing bounds)."""
     server = standin(speed=20)
     settings = params(base_url=server.url, requests_per_group=12)
-    endpoint = bench.Endpoint(server.url, None, 30)
-    benchmark = bench.Benchmark(settings, endpoint, MODEL)
+    load_test = bench.LoadTest(settings, bench.Client(server.url, None, 30), MODEL)
     group = {"image_size": "640x480", "max_tokens": 12, "concurrency": 4}
     wall_offset = time.time() - time.monotonic()
-    results = benchmark.run_group(group, benchmark.bodies(group), lambda index: None)
+    results = load_test.run_group(group, load_test.bodies(group), lambda: None)
     records = {record["id"]: record for record in server.records(expected=12)}
     assert len(records) == len(results) == 12
     clock_slack = 0.002  # converting time.monotonic() to wall-clock time
@@ -136,9 +135,9 @@ def test_each_client_latency_spans_the_servers_own(standin):
 
 def test_unique_images_differ_and_shared_images_do_not(standin):
     server = standin()
-    shared = bench.Benchmark(params(unique_images=False, requests_per_group=3), None, MODEL)
+    shared = bench.LoadTest(params(unique_images=False, requests_per_group=3), None, MODEL)
     assert len(set(shared.bodies({"image_size": "64x48", "max_tokens": 4}))) == 1
-    unique = bench.Benchmark(params(requests_per_group=3), None, MODEL)
+    unique = bench.LoadTest(params(requests_per_group=3), None, MODEL)
     assert len(set(unique.bodies({"image_size": "64x48", "max_tokens": 4}))) == 3
     assert server.process.poll() is None
 
@@ -146,7 +145,7 @@ def test_unique_images_differ_and_shared_images_do_not(standin):
 def test_faults_are_counted_by_kind_and_kept_out_of_latency(standin):
     server = standin(speed=40, faults={"500": [3, 4], "reset": [6], "stall": [8]}, stall_s=5)
     facts = bench.run(params(base_url=server.url, image_sizes=["320x240"], max_tokens=[8], concurrency=[2],
-                             requests_per_group=12, request_timeout=1.5))
+                             requests_per_group=12, request_timeout_s=1.5))
     (group,) = facts["groups"]
     assert group["errors"] == {"http_500": 2, "connection_reset": 1, "timeout": 1}
     assert (group["completed"], group["failed"]) == (8, 4)
@@ -159,7 +158,7 @@ def test_server_killed_mid_run_then_resume_runs_only_the_missing_groups(standin,
     server = standin(speed=10)
     results = tmp_path / "results.jsonl"
     matrix = dict(base_url=server.url, image_sizes=["320x240"], max_tokens=[8], concurrency=[1, 2, 4],
-                  requests_per_group=8, results_file=str(results), request_timeout=5)
+                  requests_per_group=8, results_file=str(results), request_timeout_s=5)
 
     def kill_after_first_group():
         while not results.exists() or not results.read_text().strip():
@@ -209,7 +208,7 @@ def test_bad_input_names_the_option(overrides, message):
 
 def test_unreachable_url_and_unknown_model_are_explained(standin):
     closed = "http://127.0.0.1:%d" % free_port()
-    with pytest.raises(bench.BenchmarkError, match="cannot reach %s/v1/models" % closed):
+    with pytest.raises(bench.ClientError, match="cannot reach %s/v1/models" % closed):
         bench.run(params(base_url=closed))
     server = standin()
     with pytest.raises(bench.BenchmarkError, match="model 'gpt-4' is not served at .*; it serves: %s" % MODEL):
@@ -223,7 +222,7 @@ def test_module_fails_cleanly_through_ansible(tmp_path):
     (tmp_path / "hosts.ini").write_text("localhost ansible_connection=local ansible_python_interpreter=%s\n"
                                         % sys.executable)
     (tmp_path / "play.yml").write_text(
-        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - vllm_benchmark:\n"
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - vllm_load_test:\n"
         "        concurrency: [0]\n        api_key: sk-secret-never-logged\n")
     run = run_playbook(tmp_path / "run", tmp_path / "hosts.ini", str(tmp_path / "play.yml"))
     assert run.rc == 2 and "concurrency: 0 is not allowed" in run.stdout

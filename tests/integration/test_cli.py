@@ -24,10 +24,9 @@ def fleet(tmp_path_factory):
 def run(*argv):
     out = io.StringIO()
     args = cli.build_parser().parse_args(list(argv))
-    extravars = cli.extra_vars(getattr(args, "extra_vars", None))
-    if args.command == "bench":
-        extravars.setdefault("vllm_bench_preset", args.preset)
-    return cli.run_playbook(args, cli.PLAYBOOKS[args.command], extravars, out=out), out.getvalue()
+    extravars, report_dir = cli.playbook_vars(args)
+    return cli.run_playbook(args, cli.PLAYBOOKS[args.command], extravars, out=out, report_dir=report_dir), \
+        out.getvalue()
 
 
 def test_every_subcommand_has_help_with_examples():
@@ -64,7 +63,8 @@ def test_verify_then_bench_on_the_good_hosts(fleet, tmp_path):
     code, output = run("bench", "-i", inventory, "-l", good, "--preset", "quick",
                        "-e", "vllm_bench_reports_dir=%s" % tmp_path)
     assert code == 0, output
-    assert "report: %s" % tmp_path in output and "(24 groups, 2 instance(s)" in output
+    (report_dir,) = list(tmp_path.iterdir())  # the folder the command named, inside vllm_bench_reports_dir
+    assert "report: %s (24 groups, 2 instance(s)" % (report_dir / "report.html") in output
     assert re.search(r"\[%s\] %s: group \d+/12 \(\d+x\d+, max_tokens \d+, concurrency \d+\): \d+/8 requests"
                      % (re.escape(A), DEFAULT_CONTAINER), output), output
 

@@ -1,15 +1,16 @@
-"""module_utils/ascend_images.py: every image of a series is a valid PNG of its size, with pixels of its own."""
+"""module_utils/png_images.py: every image of a series is a valid PNG of its size, with pixels of its own."""
 import base64
 import io
 import json
 import random
+import re
 import struct
 import zlib
 
+import png_images
 import pytest
 from PIL import Image
 
-import ascend_images
 from conftest import load_library_module
 
 SIZES = [(1920, 1080), (640, 480), (33, 9), (5, 3), (1, 1)]
@@ -30,7 +31,7 @@ def idat_stream(png):
 
 @pytest.mark.parametrize("width,height", SIZES)
 def test_two_images_of_a_size_decode_to_it_and_differ_in_pixels(width, height):
-    series = ascend_images.ImageSeries(width, height)
+    series = png_images.ImageSeries(width, height)
     decoded = []
     for seed in (0, 1, 2):
         image = Image.open(io.BytesIO(series.png(seed)))
@@ -42,7 +43,7 @@ def test_two_images_of_a_size_decode_to_it_and_differ_in_pixels(width, height):
 
 @pytest.mark.parametrize("width,height", SIZES)
 def test_the_joined_stream_is_one_valid_zlib_stream(width, height):
-    png = ascend_images.ImageSeries(width, height).png(7)
+    png = png_images.ImageSeries(width, height).png(7)
     raw = zlib.decompress(idat_stream(png))  # checks the combined Adler-32
     assert len(raw) == height * (1 + 3 * width)
 
@@ -52,26 +53,46 @@ def test_adler32_combine_is_zlibs():
     for _case in range(50):
         first = bytes(rng.getrandbits(8) for _byte in range(rng.randint(0, 300)))
         second = bytes(rng.getrandbits(8) for _byte in range(rng.randint(0, 70000)))
-        combined = ascend_images.adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
+        combined = png_images.adler32_combine(zlib.adler32(first), zlib.adler32(second), len(second))
         assert combined == zlib.adler32(first + second)
 
 
 def test_a_full_size_image_weighs_what_a_photo_does():
-    assert 500000 < len(ascend_images.png_image(1920, 1080)) < 1000000
+    assert 500000 < len(png_images.png_image(1920, 1080)) < 1000000
 
 
-def test_benchmark_bodies_are_json_with_their_own_image():
-    bench = load_library_module("vllm_benchmark")
-    params = {name: spec.get("default") for name, spec in bench.ARGUMENT_SPEC.items()}
+@pytest.mark.parametrize("text,size", [("1920x1080", (1920, 1080)), (" 640x480 ", (640, 480)), ("1x1", (1, 1))])
+def test_sizes_are_width_x_height(text, size):
+    assert png_images.parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["1920*1080", "1920x", "0x480", "640x480x3", "", "-640x480"])
+def test_other_sizes_are_named_in_the_error(text):
+    with pytest.raises(ValueError, match=r"^%s is not WIDTHxHEIGHT" % re.escape(repr(text))):
+        png_images.parse_size(text)
+
+
+def test_load_test_bodies_are_json_with_their_own_image():
+    load_test = load_library_module("vllm_load_test")
+    params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
     params.update(requests_per_group=3, prompt='say "ascend-vllm-fleet:image-url"')
-    bodies = bench.Benchmark(params, None, "Qwen3-VL-8B-Instruct").bodies(
+    bodies = load_test.LoadTest(params, None, "Qwen3-VL-8B-Instruct").bodies(
         {"image_size": "64x48", "max_tokens": 8, "concurrency": 1})
     urls = []
     for body in bodies:
         request = json.loads(body)
         image_part, text_part = request["messages"][0]["content"]
         assert text_part["text"] == params["prompt"]
+        assert (request["max_tokens"], request["stream"], request["ignore_eos"]) == (8, True, True)
         urls.append(image_part["image_url"]["url"])
         png = base64.b64decode(urls[-1].split(",", 1)[1])
         assert Image.open(io.BytesIO(png)).size == (64, 48)
     assert len(set(urls)) == 3
+
+
+def test_shared_images_make_one_body():
+    load_test = load_library_module("vllm_load_test")
+    params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
+    params.update(requests_per_group=3, unique_images=False)
+    bodies = load_test.LoadTest(params, None, "m").bodies({"image_size": "64x48", "max_tokens": 8, "concurrency": 1})
+    assert len(bodies) == 3 and len(set(bodies)) == 1

@@ -1,10 +1,49 @@
-"""The fleet report from hand-made results: recommended concurrency, slow instance, CSV and charts."""
+"""The fleet report from hand-made results: recommended concurrency, slow instance, CSV, charts, and the HTML
+report opened in a real headless browser."""
+import base64
 import csv
+import html
 import json
+import re
+import shutil
+import subprocess
+import sys
 
 import pytest
+from bench_record import FIELD_NAMES, FIELDS, NOTES
 
 from ascend_vllm_fleet import report
+
+CHARTS = ("p95_by_image_size.png", "p95_by_max_tokens.png", "throughput.png", "ttft.png", "instances.png")
+# Appended to a copy of report.html: once the page has loaded, every <img> must have decoded to its last row
+# (a truncated PNG still has a size, but its missing rows are transparent) and every <svg> must have a size.
+CHART_CHECK = """<script>
+window.addEventListener("load", function () {
+  function drawn(img) {
+    if (!img.complete || img.naturalWidth === 0 || img.naturalHeight === 0) return false;
+    var canvas = document.createElement("canvas");
+    canvas.width = img.naturalWidth;
+    canvas.height = img.naturalHeight;
+    var context = canvas.getContext("2d");
+    context.drawImage(img, 0, 0);
+    var row = context.getImageData(0, img.naturalHeight - 1, img.naturalWidth, 1).data;
+    for (var alpha = 3; alpha < row.length; alpha += 4) { if (row[alpha] === 0) return false; }
+    return true;
+  }
+  var charts = Array.prototype.slice.call(document.querySelectorAll("img, svg"));
+  var broken = charts.filter(function (chart) {
+    if (chart.tagName.toLowerCase() === "img") return !drawn(chart);
+    var box = chart.getBoundingClientRect();
+    return box.width === 0 || box.height === 0;
+  });
+  var verdict = document.createElement("pre");
+  verdict.id = "chart-verdict";
+  verdict.textContent = "charts " + charts.length + " broken " + broken.map(function (chart) {
+    return chart.getAttribute("alt") || chart.tagName; }).join("|");
+  document.body.appendChild(verdict);
+});
+</script>
+"""
 
 
 def group(size, tokens, concurrency, p95, throughput, unreliable=False):
@@ -19,8 +58,9 @@ def write(report_dir, host, instance, groups):
     (folder / (instance + ".jsonl")).write_text("".join(json.dumps(g) + "\n" for g in groups))
 
 
-@pytest.fixture
-def fleet_report(tmp_path):
+@pytest.fixture(scope="module")
+def fleet_report(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("report")
     fast = [group("640x480", 32, c, p95, tp) for c, p95, tp in ((1, 2.0, 100), (8, 4.0, 600), (32, 12.0, 900))]
     write(tmp_path, "node-a", "vllm-ascend", fast)
     write(tmp_path, "node-b", "vllm-ascend", fast)
@@ -29,6 +69,25 @@ def fleet_report(tmp_path):
             group("640x480", 32, 32, 14.0, 400), group("640x480", 32, 8, 5.0, 300)]
     write(tmp_path, "node-c", "vllm-ascend", slow)
     return tmp_path, report.build(tmp_path, latency_target=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    found = shutil.which("chromium-headless-shell")
+    assert found, "chromium-headless-shell is not installed (scripts/dev installs the Debian package)"
+    return found
+
+
+def browser_verdict(browser, page_html, folder):
+    """(charts found, alt texts of the broken ones) in report HTML, as headless Chromium rendered it."""
+    page = folder / "checked.html"
+    page.write_text(page_html.replace("</body>", CHART_CHECK + "</body>"), encoding="utf-8")
+    shown = subprocess.run([browser, "--headless", "--no-sandbox", "--dump-dom", "--virtual-time-budget=5000",
+                            page.as_uri()], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           universal_newlines=True, timeout=60, check=True)
+    verdict = re.search(r'<pre id="chart-verdict">charts (\d+) broken ([^<]*)</pre>', shown.stdout)
+    assert verdict, "the check did not run: %s" % shown.stdout[-1000:]
+    return int(verdict.group(1)), [html.unescape(name) for name in verdict.group(2).split("|") if name]
 
 
 def test_recommended_concurrency_meets_the_latency_target(fleet_report):
@@ -58,11 +117,79 @@ def test_files_of_the_report(fleet_report):
     rows = list(csv.DictReader(open(report_dir / "results.csv")))
     assert len(rows) == 9 and rows[0]["host"] == "node-a" and rows[0]["errors"] == "{}"
     assert [r["p95_latency_s"] for r in rows if r["host"] == "node-c" and r["concurrency"] == "8"] == ["5.0"]
-    for chart in ("p95_by_image_size.png", "p95_by_max_tokens.png", "throughput.png", "ttft.png",
-                  "instances.png"):
+    assert list(rows[0]) == ["host", "instance"] + list(FIELD_NAMES)
+    for chart in CHARTS:
         assert (report_dir / chart).read_bytes()[:4] == b"\x89PNG"
         assert "](%s)" % chart in (report_dir / "report.md").read_text()
     assert json.loads((report_dir / "summary.json").read_text())["slow_instances"][0]["host"] == "node-c"
+
+
+def test_both_reports_define_every_field_of_the_record(fleet_report):
+    report_dir, _ = fleet_report
+    markdown = (report_dir / "report.md").read_text()
+    page = html.unescape((report_dir / "report.html").read_text())
+    for field in FIELDS:
+        assert "| `%s` | %s | %s |" % field in markdown
+        assert "<td><code>%s</code></td><td>%s</td><td>%s</td>" % field in page
+    for note in NOTES:
+        assert "- %s" % note in markdown and "<li>%s</li>" % note in page
+
+
+def test_the_html_report_needs_nothing_but_itself(fleet_report):
+    report_dir, _ = fleet_report
+    page = (report_dir / "report.html").read_text()
+    assert re.findall(r"""(?:src|href)\s*=\s*["'](?!data:)|url\(|@import""", page) == []
+    embedded = re.findall(r'<img class="chart" src="data:image/png;base64,([^"]+)"', page)
+    assert [base64.b64decode(data) for data in embedded] == [(report_dir / c).read_bytes() for c in CHARTS]
+
+
+def test_unreliable_groups_and_cut_lines_are_reported(tmp_path):
+    write(tmp_path, "node-a", "v", [group("640x480", 32, 1, 2.0, 100),
+                                    dict(group("640x480", 32, 8, 30.0, 50, unreliable=True),
+                                         error_rate=0.5, errors={"timeout": 3, "http_500": 1})])
+    with open(tmp_path / "raw" / "node-a" / "v.jsonl", "a") as handle:
+        handle.write('{"image_size": "640x480", "max_tok')  # cut by a crash
+    summary = report.build(tmp_path, latency_target=10)
+    assert summary["skipped_lines"] == [{"host": "node-a", "instance": "v", "lines": 1}]
+    assert summary["groups"] == 2 and summary["unreliable_groups"][0]["concurrency"] == 8
+    markdown = (tmp_path / "report.md").read_text()
+    assert "- node-a v 640x480 max_tokens 32 concurrency 8: error rate 0.5, http_500 1, timeout 3\n" in markdown
+    assert "- raw/node-a/v.jsonl: 1 line(s) cut mid-write" in markdown
+    assert "1 line(s) cut mid-write" in (tmp_path / "report.html").read_text()
+
+
+def test_every_chart_of_the_html_report_renders_in_a_browser(fleet_report, browser, tmp_path_factory):
+    report_dir, _ = fleet_report
+    page = (report_dir / "report.html").read_text()
+    assert browser_verdict(browser, page, tmp_path_factory.mktemp("browser")) == (len(CHARTS), [])
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "truncated", "removed"])
+def test_the_browser_check_catches_a_broken_or_missing_chart(fleet_report, browser, tmp_path_factory, damage):
+    report_dir, _ = fleet_report
+    page = (report_dir / "report.html").read_text()
+    uri = re.findall(r'src="(data:image/png;base64,[^"]+)"', page)[2]  # the throughput chart
+    if damage == "corrupt":
+        page = page.replace(uri, uri.replace("base64,iVBOR", "base64,AAAAA"))
+    elif damage == "truncated":
+        page = page.replace(uri, uri[:len(uri) // 2])
+    else:
+        page = re.sub(r'<img class="chart" src="%s"[^>]*>' % re.escape(uri), "", page)
+    charts, broken = browser_verdict(browser, page, tmp_path_factory.mktemp("browser"))
+    if damage == "removed":
+        assert (charts, broken) == (len(CHARTS) - 1, [])
+    else:
+        assert (charts, broken) == (len(CHARTS), ["Throughput"])
+
+
+def test_the_command_line_builds_a_report(fleet_report, tmp_path):
+    report_dir = tmp_path / "again"
+    shutil.copytree(fleet_report[0] / "raw", report_dir / "raw")
+    shown = subprocess.run([sys.executable, "-m", "ascend_vllm_fleet.report", str(report_dir), "--latency-target", "5"],
+                           stdout=subprocess.PIPE, universal_newlines=True, check=True)
+    assert shown.stdout == "report: %s (9 groups, 3 instance(s), 1 slow; %s)\n" % (
+        report_dir / "report.html", "report.md, results.csv and summary.json beside it")
+    assert json.loads((report_dir / "summary.json").read_text())["latency_target_s"] == 5
 
 
 def test_no_results_is_a_clear_error(tmp_path):

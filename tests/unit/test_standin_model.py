@@ -3,13 +3,13 @@ import base64
 import struct
 
 import pytest
+from bench_record import percentile
 
-from conftest import load_library_module, png_image
+from conftest import png_image
 from twin.vllm_standin import engine, images
 from twin.vllm_standin.server import count_prompt
 
 SEED_PROMPT = "描述一下图片"
-percentile = load_library_module("vllm_benchmark").percentile
 
 
 @pytest.mark.parametrize("size,tokens", [((1920, 1080), 2040), ((1280, 720), 880), ((640, 480), 300)])

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, ascend-vllm-fleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Test images made on the managed host with the standard library: hosts may have no internet and no PIL.
+"""PNG test images made on the managed host with the standard library: hosts may have no internet and no PIL.
 
 Photo-like content (smooth gradients with noise) rather than flat colour, so that an image's encoded size and
 the server's preprocessing cost look like a real photo's, and each seed gives a different image.
@@ -11,9 +11,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
 import math
 import random
+import re
 import struct
 import zlib
 
@@ -24,6 +24,16 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # The zlib header of a deflate stream with a 32 KiB window at the default level (RFC 1950).
 ZLIB_HEADER = b"\x78\x9c"
 ADLER_BASE = 65521
+SIZE = re.compile(r"^([1-9][0-9]*)x([1-9][0-9]*)$")
+
+
+def parse_size(text):
+    """(width, height) of an image size written WIDTHxHEIGHT, as every option and record of the collection
+    writes sizes; ValueError names the text otherwise."""
+    match = SIZE.match(str(text).strip())
+    if not match:
+        raise ValueError("%r is not WIDTHxHEIGHT (for example 1920x1080)" % (text,))
+    return int(match.group(1)), int(match.group(2))
 
 
 def _chunk(kind, data):
@@ -111,7 +121,3 @@ def png_image(width, height, seed=0):
 
 def _clip(value):
     return 0 if value < 0 else 255 if value > 255 else int(value)
-
-
-def data_url(png):
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")

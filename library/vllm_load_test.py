@@ -1,0 +1,467 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Ansible module vllm_load_test: a matrix of image-request load groups against one OpenAI-compatible endpoint."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_load_test
+short_description: Load one vLLM multimodal endpoint over a matrix of image sizes, output lengths and concurrency
+description:
+  - Runs one group of C(requests_per_group) streamed chat requests for every combination of C(image_sizes),
+    C(max_tokens) and C(concurrency), in that order, and returns one record per group in C(groups).
+  - Each request carries one image and C(prompt). Bodies are built before a group's clock starts; by default
+    every request gets a different generated image (PNG, photo-like, standard library only), because the
+    same image 64 times hits vLLM's prefix and multimodal caches and flatters the result.
+  - B(Closed loop) - C(concurrency) workers each send their next request when their last one finished.
+  - The metrics follow the definitions of vLLM's C(vllm bench serve) - latency is request sent to last byte,
+    TTFT is sent to first content token, token counts are the server's C(usage); every field of a record,
+    with its unit and definition, is listed in C(module_utils/bench_record.py) (C(FIELDS)) and in each report.
+  - Failed requests (HTTP errors, refused connections, resets mid-stream, timeouts, answers without usage)
+    count in C(failed) and, by kind, in C(errors); they never enter latency statistics. A group whose error
+    rate passes C(error_threshold) is marked C(unreliable), not hidden.
+  - With C(results_file), each finished group is appended as one JSON line as soon as it finishes, and
+    C(<results_file>.progress.json) tells which group runs and how far it is, and when the run ended and why;
+    with C(resume), groups already in the file are not run again (unless marked unreliable), so an
+    interrupted run loses at most one group.
+  - Standard library only, Python 3.8 or later on the host.
+version_added: "1.0.0"
+author:
+  - ascend-vllm-fleet contributors (!UNKNOWN)
+options:
+  base_url:
+    description: Server address as seen from where the module runs.
+    type: str
+    default: http://127.0.0.1:8000
+  model:
+    description: Model name to request; by default the first one C(/v1/models) lists.
+    type: str
+  api_key:
+    description: Bearer token for a server started with C(--api-key).
+    type: str
+  image_sizes:
+    description: Image sizes, each C(WIDTHxHEIGHT).
+    type: list
+    elements: str
+    default: [1920x1080, 1280x720, 640x480]
+  max_tokens:
+    description: Output lengths (C(max_tokens)) to measure.
+    type: list
+    elements: int
+    default: [256, 64, 32]
+  concurrency:
+    description: Numbers of requests kept in flight.
+    type: list
+    elements: int
+    default: [1, 8, 16, 32, 64]
+  requests_per_group:
+    description: Requests per group.
+    type: int
+    default: 64
+  prompt:
+    description: Text sent with each image.
+    type: str
+    default: 描述一下图片
+  ignore_eos:
+    description: Ask the server to generate exactly C(max_tokens) tokens, so completion lengths are comparable.
+    type: bool
+    default: true
+  unique_images:
+    description: A different image for every request; false sends the same image in every request of a size.
+    type: bool
+    default: true
+  image_files:
+    description:
+      - Image files (PNG or JPEG) on the host to send instead of generated ones, cycled through.
+        C(image_sizes) then only labels the groups; the server sees the files' own sizes.
+    type: list
+    elements: path
+    default: []
+  warmup_requests:
+    description: Requests sent before the first group, not measured (the first requests after a load are slow).
+    type: int
+    default: 2
+  request_timeout_s:
+    description: Seconds a request may wait for any byte (connecting, the first token, each next chunk).
+    type: float
+    default: 600
+  new_group_deadline_s:
+    description:
+      - Seconds after the first group started past which no further group starts (0 - none). The group
+        running then still finishes; C(stopped_by_deadline) tells that groups were left out.
+    type: float
+    default: 0
+  error_threshold:
+    description: Error rate (0 to 1) above which a group is marked unreliable.
+    type: float
+    default: 0.05
+  results_file:
+    description: JSON Lines file on the host, one line per finished group; its progress file goes beside it.
+    type: path
+  resume:
+    description: Skip the groups already in C(results_file), except those marked unreliable.
+    type: bool
+    default: false
+  estimate_seconds_per_token:
+    description: Decode time per token used by check mode's estimate (about 0.09 s on a 310P3 pair with TP 2).
+    type: float
+    default: 0.09
+attributes:
+  check_mode:
+    description: Can run in check mode and return what a run would do.
+    support: full
+    details: In check mode it only plans - groups, requests and an estimate of the time - and sends nothing.
+  diff_mode:
+    description: Would show what the module changed.
+    support: none
+    details: What it adds to C(results_file) is returned in C(groups).
+  platform:
+    description: Target OS families it runs on.
+    support: full
+    platforms: posix
+notes:
+  - Long matrices take hours on 310P; run the module with C(async) and follow the progress file, so no SSH
+    session has to stay open.
+seealso:
+  - name: vLLM benchmark metrics
+    description: The C(vllm bench serve) definitions these metrics follow.
+    link: https://docs.vllm.ai/en/latest/contributing/benchmarks.html
+"""
+
+EXAMPLES = r"""
+- name: The full 3x3x5 matrix, resumable
+  vllm_load_test:
+    base_url: http://127.0.0.1:8000
+    results_file: /var/lib/vllm-bench/vllm-ascend.jsonl
+    resume: true
+  async: 36000
+  poll: 60
+
+- name: A quick check of one size
+  vllm_load_test:
+    image_sizes: [640x480]
+    max_tokens: [32]
+    concurrency: [1, 8]
+    requests_per_group: 16
+
+- name: How long would the full matrix take?
+  vllm_load_test:
+  check_mode: true
+"""
+
+RETURN = r"""
+base_url:
+  description: Endpoint measured.
+  returned: always
+  type: str
+  sample: http://127.0.0.1:8000
+model:
+  description: Model requested (in check mode, C(model) as given).
+  returned: always
+  type: str
+  sample: Qwen3-VL-8B-Instruct
+results_file:
+  description: The results file, as given.
+  returned: always
+  type: str
+  sample: /var/lib/vllm-bench/vllm-ascend.jsonl
+planned_groups:
+  description: Groups in the matrix.
+  returned: always
+  type: int
+  sample: 45
+planned_requests:
+  description: Requests in the matrix, warm-up excluded.
+  returned: always
+  type: int
+  sample: 2880
+estimated_seconds:
+  description: Estimate of the run time from C(estimate_seconds_per_token).
+  returned: always
+  type: float
+  sample: 9203.7
+stopped_by_deadline:
+  description: C(new_group_deadline_s) passed before every group ran.
+  returned: always
+  type: bool
+  sample: false
+groups:
+  description:
+    - One record per group measured or resumed, in matrix order; empty in check mode.
+    - The fields are C(FIELDS) of C(module_utils/bench_record.py), each with its unit and definition, plus
+      C(resumed) - the record was read from C(results_file), not measured by this run.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - image_size: 640x480
+      max_tokens: 32
+      concurrency: 32
+      requests: 64
+      completed: 64
+      failed: 0
+      error_rate: 0.0
+      errors: {}
+      duration_s: 8.43
+      rps: 7.59
+      avg_latency_s: 3.98
+      p50_latency_s: 3.9
+      p95_latency_s: 4.21
+      p99_latency_s: 4.25
+      avg_ttft_s: 1.1
+      p50_ttft_s: 1.05
+      p95_ttft_s: 1.6
+      p99_ttft_s: 1.7
+      avg_tpot_s: 0.093
+      p95_tpot_s: 0.1
+      total_tokens_per_s: 2657.3
+      output_tokens_per_s: 242.9
+      avg_prompt_tokens: 318.0
+      avg_completion_tokens: 32.0
+      total_prompt_tokens: 20352
+      total_completion_tokens: 2048
+      max_in_flight: 32
+      unreliable: false
+      finished_at: 1796000000.0
+      resumed: false
+"""
+
+import functools
+import math
+import os
+import sys
+import threading
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.bench_record import ProgressWriter, append_result, group_key, read_results, summarise
+from ansible.module_utils.openai_client import Client, ClientError, ImageChat, StreamResult, image_data_url
+from ansible.module_utils.png_images import ImageSeries, parse_size
+
+ARGUMENT_SPEC = dict(
+    base_url=dict(type="str", default="http://127.0.0.1:8000"),
+    model=dict(type="str"),
+    api_key=dict(type="str", no_log=True),
+    image_sizes=dict(type="list", elements="str", default=["1920x1080", "1280x720", "640x480"]),
+    max_tokens=dict(type="list", elements="int", default=[256, 64, 32], no_log=False),
+    concurrency=dict(type="list", elements="int", default=[1, 8, 16, 32, 64]),
+    requests_per_group=dict(type="int", default=64),
+    prompt=dict(type="str", default="描述一下图片"),
+    ignore_eos=dict(type="bool", default=True),
+    unique_images=dict(type="bool", default=True),
+    image_files=dict(type="list", elements="path", default=[]),
+    warmup_requests=dict(type="int", default=2),
+    request_timeout_s=dict(type="float", default=600),
+    new_group_deadline_s=dict(type="float", default=0),
+    error_threshold=dict(type="float", default=0.05),
+    results_file=dict(type="path"),
+    resume=dict(type="bool", default=False),
+    estimate_seconds_per_token=dict(type="float", default=0.09, no_log=False),
+)
+# The warm-up's answers are short: it only has to get the server past its first, slow requests.
+WARMUP_MAX_TOKENS = 16
+
+
+class BenchmarkError(Exception):
+    """Bad input or an endpoint that can't be measured; the message says which and how to fix it."""
+
+
+def validate(params):
+    for option in ("image_sizes", "max_tokens", "concurrency"):
+        if not params[option]:
+            raise BenchmarkError("%s: the list is empty; give at least one value" % option)
+    for size in params["image_sizes"]:
+        try:
+            parse_size(size)
+        except ValueError as error:
+            raise BenchmarkError("image_sizes: %s" % error) from None
+    for option in ("max_tokens", "concurrency"):
+        for value in params[option]:
+            if value < 1:
+                raise BenchmarkError("%s: %d is not allowed; every value must be at least 1" % (option, value))
+    if params["requests_per_group"] < 1:
+        raise BenchmarkError("requests_per_group: %d is not allowed; it must be at least 1"
+                             % params["requests_per_group"])
+    if not 0 <= params["error_threshold"] <= 1:
+        raise BenchmarkError("error_threshold: %s must be between 0 and 1" % params["error_threshold"])
+    if params["request_timeout_s"] <= 0:
+        raise BenchmarkError("request_timeout_s: %s must be more than 0 seconds" % params["request_timeout_s"])
+    for path in params["image_files"]:
+        if not os.path.isfile(path):
+            raise BenchmarkError("image_files: %s does not exist on the host" % path)
+    if params["resume"] and not params["results_file"]:
+        raise BenchmarkError("resume: needs results_file, the file the finished groups are read from")
+
+
+def plan(params):
+    return [{"image_size": size, "max_tokens": tokens, "concurrency": concurrency}
+            for size in params["image_sizes"] for tokens in params["max_tokens"]
+            for concurrency in params["concurrency"]]
+
+
+def estimate_seconds(groups, params):
+    total = 0.0
+    for group in groups:
+        waves = math.ceil(params["requests_per_group"] / float(group["concurrency"]))
+        total += waves * group["max_tokens"] * params["estimate_seconds_per_token"]
+    return round(total, 1)
+
+
+class Images:
+    """The image of each request, as a data URL: generated per size, or the operator's files in turn."""
+
+    def __init__(self, paths, unique):
+        self.files = []
+        for path in paths:
+            with open(path, "rb") as handle:
+                self.files.append(handle.read())
+        self.unique = unique
+        self.sent = 0
+        self.series = {}
+
+    def next_url(self, size):
+        number = self.sent if self.unique else 0
+        self.sent += 1
+        if self.files:
+            return image_data_url(self.files[number % len(self.files)])
+        if size not in self.series:
+            self.series[size] = ImageSeries(*parse_size(size))
+        return image_data_url(self.series[size].png(number))
+
+
+class LoadTest:
+    def __init__(self, params, client, model):
+        self.params = params
+        self.client = client
+        self.model = model
+        self.images = Images(params["image_files"], params["unique_images"])
+
+    def chat(self, max_tokens):
+        return ImageChat(self.model, self.params["prompt"], max_tokens, stream=True,
+                         ignore_eos=self.params["ignore_eos"])
+
+    def bodies(self, group):
+        """Every request body of a group, built before its clock starts."""
+        chat, count = self.chat(group["max_tokens"]), self.params["requests_per_group"]
+        if self.images.unique:
+            return [chat.body(self.images.next_url(group["image_size"])) for _request in range(count)]
+        return [chat.body(self.images.next_url(group["image_size"]))] * count
+
+    def warm_up(self, group):
+        body = self.chat(min(group["max_tokens"], WARMUP_MAX_TOKENS)).body(self.images.next_url(group["image_size"]))
+        self.client.stream_chat(body, StreamResult())
+
+    def run_group(self, group, bodies, request_done):
+        """Closed loop: `concurrency` workers, each sending the next body when its last request ended."""
+        results = [None] * len(bodies)
+        lock = threading.Lock()
+        next_index = [0]
+
+        def worker():
+            while True:
+                with lock:
+                    index = next_index[0]
+                    if index >= len(bodies):
+                        return
+                    next_index[0] += 1
+                result = StreamResult()
+                self.client.stream_chat(bodies[index], result)
+                results[index] = result
+                request_done()
+
+        workers = [threading.Thread(target=worker, daemon=True)
+                   for _worker in range(min(group["concurrency"], len(bodies)))]
+        # Hand the GIL between workers every 0.5 ms rather than 5 ms: a worker whose answer arrived must not
+        # wait behind others to read it, or its latency would include the client's own queueing.
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)
+        try:
+            for thread in workers:
+                thread.start()
+            for thread in workers:
+                thread.join()
+        finally:
+            sys.setswitchinterval(switch_interval)
+        return results
+
+
+def count_request(progress, state):
+    """A request of the running group finished: the progress file says so (at most every few seconds)."""
+    state["requests_done"] += 1
+    progress.update(state)
+
+
+def measure(params, groups, result, progress):
+    client = Client(params["base_url"], params["api_key"], params["request_timeout_s"])
+    served = client.models()
+    model = params["model"] or (served[0] if served else None)
+    if model not in served:
+        raise BenchmarkError("model %r is not served at %s; it serves: %s" % (
+            model, params["base_url"], ", ".join(served) or "nothing"))
+    result["model"] = model
+    load_test = LoadTest(params, client, model)
+    finished = {}
+    if params["resume"]:
+        # A group recorded as unreliable (say, run while the server was down) runs again.
+        finished = {group_key(record): record for record in read_results(params["results_file"])[0]
+                    if not record.get("unreliable")}
+    if len(finished) < len(groups):
+        for _request in range(params["warmup_requests"]):
+            progress.update({"groups_done": 0, "groups_total": len(groups)}, force=True)
+            load_test.warm_up(groups[0])
+    started = time.monotonic()
+    for number, group in enumerate(groups, 1):
+        if group_key(group) in finished:
+            result["groups"].append(dict(finished[group_key(group)], resumed=True))
+            continue
+        if params["new_group_deadline_s"] and time.monotonic() - started > params["new_group_deadline_s"]:
+            result["stopped_by_deadline"] = True
+            break
+        bodies = load_test.bodies(group)
+        state = {"group": group, "group_number": number, "groups_total": len(groups), "requests_done": 0,
+                 "requests_total": len(bodies), "groups_done": len(result["groups"])}
+        progress.update(state, force=True)
+        results = load_test.run_group(group, bodies, functools.partial(count_request, progress, state))
+        record = summarise(group, results, params["error_threshold"])
+        if params["results_file"]:
+            append_result(params["results_file"], record)
+        result["groups"].append(dict(record, resumed=False))
+
+
+def run(params, check_mode=False):
+    """The module's result: the matrix planned and, unless in check mode, measured. Whoever follows the
+    progress file learns at once that the run ended, and why."""
+    progress = ProgressWriter(None if check_mode else params["results_file"])
+    result = {"base_url": params["base_url"], "model": params["model"], "results_file": params["results_file"],
+              "planned_groups": 0, "planned_requests": 0, "estimated_seconds": 0.0, "stopped_by_deadline": False,
+              "groups": []}
+    try:
+        validate(params)
+        groups = plan(params)
+        result.update(planned_groups=len(groups), planned_requests=len(groups) * params["requests_per_group"],
+                      estimated_seconds=estimate_seconds(groups, params))
+        if not check_mode:
+            measure(params, groups, result, progress)
+    except BaseException as error:
+        progress.finish(len(result["groups"]), result["planned_groups"], error=str(error) or type(error).__name__)
+        raise
+    progress.finish(len(result["groups"]), result["planned_groups"])
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    try:
+        result = run(module.params, check_mode=module.check_mode)
+    except (BenchmarkError, ClientError) as error:
+        module.fail_json(msg=str(error))
+    module.exit_json(changed=not module.check_mode, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,305 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The benchmark record: what one group of a benchmark measured, what each number means, and the two files a
+run keeps on its host.
+
+A group is one image size, one max_tokens and one concurrency, measured with a number of requests. The
+vllm_load_test module writes the records and the progress; the vllm_bench role and the ascend-vllm-fleet command
+follow the progress; the report reads the records. Standard library only and Python 3.8, because it runs on
+the hosts as well as on the controller.
+
+The results file (``<instance>.jsonl``) holds one JSON line per finished group, written and flushed when the
+group ends. Resumed runs append, so a later line of a group replaces an earlier one. A line cut by a crash
+mid-write is skipped (and counted) when read, and the next append starts on a line of its own.
+
+The progress file (``<results file>.progress.json``) is replaced whole while the run goes, at most every
+PROGRESS_EVERY_S seconds, and at once before each warm-up request, when a group starts and when the run
+ends. Its fields: group (the group running, GROUP_FIELDS), group_number, groups_total, groups_done,
+requests_done, requests_total (of the running group), finished (true once the run ended, failed or not),
+error (why it failed) and updated_at (Unix time of the write).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import collections
+import json
+import math
+import os
+import time
+
+# A group's identity: the results file keeps one record per value of these.
+GROUP_FIELDS = ("image_size", "max_tokens", "concurrency")
+
+Field = collections.namedtuple("Field", "name unit definition")
+
+# Every field of a record, in the order of the results table. The definitions follow vLLM's
+# `vllm bench serve` (vllm/benchmarks/serve.py: BenchmarkMetrics, calculate_metrics).
+FIELDS = (
+    Field("image_size", "pixels", "WIDTHxHEIGHT of the image in every request"),
+    Field("max_tokens", "tokens", "max_tokens of every request (with ignore_eos, the length of every answer)"),
+    Field("concurrency", "requests", "requests kept in flight: a closed loop, each of this many workers sends its "
+          "next request when its last one ended"),
+    Field("requests", "requests", "requests sent (warm-up excluded)"),
+    Field("completed", "requests", "requests answered in full, with the server's usage"),
+    Field("failed", "requests", "requests that got an HTTP error, a refused or reset connection, a timeout, a cut "
+          "stream or no usage"),
+    Field("error_rate", "share", "failed / requests"),
+    Field("errors", "requests", "failed requests by kind (http_500, timeout, connection_reset, ...)"),
+    Field("duration_s", "s", "first request sent to last request finished"),
+    Field("rps", "requests/s", "completed / duration"),
+    Field("avg_latency_s", "s", "mean latency: request sent to last byte received"),
+    Field("p50_latency_s", "s", "median latency"),
+    Field("p95_latency_s", "s", "95th percentile of latency"),
+    Field("p99_latency_s", "s", "99th percentile of latency"),
+    Field("avg_ttft_s", "s", "mean time to first token (TTFT): request sent to first content token received"),
+    Field("p50_ttft_s", "s", "median TTFT"),
+    Field("p95_ttft_s", "s", "95th percentile of TTFT"),
+    Field("p99_ttft_s", "s", "99th percentile of TTFT"),
+    Field("avg_tpot_s", "s", "mean time per output token (TPOT): (latency - TTFT) / (completion tokens - 1), over "
+          "requests with more than one token"),
+    Field("p95_tpot_s", "s", "95th percentile of TPOT"),
+    Field("total_tokens_per_s", "tokens/s", "(prompt + completion tokens of completed requests) / duration"),
+    Field("output_tokens_per_s", "tokens/s", "completion tokens of completed requests / duration"),
+    Field("avg_prompt_tokens", "tokens", "prompt tokens per completed request, the image's tokens included"),
+    Field("avg_completion_tokens", "tokens", "completion tokens per completed request"),
+    Field("total_prompt_tokens", "tokens", "prompt tokens of the completed requests"),
+    Field("total_completion_tokens", "tokens", "completion tokens of the completed requests"),
+    Field("max_in_flight", "requests", "most requests open at one time (a closed loop at concurrency N reaches N)"),
+    Field("unreliable", "", "error rate above the run's threshold: run again on resume, left out of fleet medians"),
+    Field("finished_at", "Unix time", "when the group finished"),
+)
+FIELD_NAMES = tuple(field.name for field in FIELDS)
+# What holds for every field above.
+NOTES = (
+    "Latency, TTFT and TPOT are measured over completed requests; failed requests are counted by kind, never "
+    "timed.",
+    "Percentiles interpolate linearly between closest ranks (numpy's default).",
+    "Token counts are the server's own (the usage block of a stream with stream_options.include_usage), so "
+    "prompt tokens include the image tokens.",
+    "The definitions follow those of vLLM's vllm bench serve (BenchmarkMetrics, calculate_metrics).",
+)
+# The p95 latency a recommended concurrency must stay under, unless the operator says otherwise.
+LATENCY_TARGET_S = 10.0
+
+RESULTS_SUFFIX = ".jsonl"
+PROGRESS_SUFFIX = ".progress.json"
+PROGRESS_EVERY_S = 2.0
+# The progress file changes whenever a request ends, and a request that gets no byte for request_timeout_s
+# ends; a file left unchanged this much longer than that belongs to a run that was killed (or whose host went
+# down).
+STALL_MARGIN_S = 60
+
+
+def group_key(record):
+    """The identity of a record's group (or of a group of the matrix): GROUP_FIELDS' values."""
+    return tuple(record[name] for name in GROUP_FIELDS)
+
+
+def percentile(values, q):
+    """Linear interpolation between closest ranks (numpy's default method); None for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(math.floor(rank))
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def mean(values):
+    return sum(values) / len(values) if values else None
+
+
+def max_in_flight(results):
+    """Most requests open at one time; one that ends the moment another starts does not overlap it."""
+    edges = []
+    for result in results:
+        edges.append((result.sent, 1))
+        edges.append((result.finished if result.finished is not None else result.sent, -1))
+    peak = current = 0
+    for _moment, step in sorted(edges):
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def _rounded(value, digits=4):
+    return None if value is None else round(value, digits)
+
+
+def summarise(group, results, error_threshold):
+    """The record of a group (a dict with GROUP_FIELDS) from its requests' results.
+
+    results: objects with sent, first_token and finished (time.monotonic() seconds), prompt_tokens,
+    completion_tokens and error (None for a completed request), as openai_client.StreamResult.
+    """
+    done = [r for r in results if r.error is None]
+    errors = {}
+    for result in results:
+        if result.error is not None:
+            errors[result.error] = errors.get(result.error, 0) + 1
+    start = min(r.sent for r in results) if results else 0.0
+    end = max((r.finished for r in results if r.finished is not None), default=start)
+    duration = end - start
+    latency = [r.finished - r.sent for r in done]
+    ttft = [r.first_token - r.sent for r in done if r.first_token is not None]
+    tpot = [(r.finished - r.first_token) / (r.completion_tokens - 1) for r in done
+            if r.first_token is not None and r.completion_tokens and r.completion_tokens > 1]
+    prompt = sum(r.prompt_tokens for r in done)
+    completion = sum(r.completion_tokens for r in done)
+    error_rate = _rounded((len(results) - len(done)) / float(len(results))) if results else 0.0
+
+    def per_second(amount):
+        return _rounded(amount / duration if duration > 0 else None, 2)
+
+    record = {name: group[name] for name in GROUP_FIELDS}
+    record.update({
+        "requests": len(results),
+        "completed": len(done),
+        "failed": len(results) - len(done),
+        "error_rate": error_rate,
+        "errors": errors,
+        "duration_s": _rounded(duration),
+        "rps": _rounded(len(done) / duration if duration > 0 else None),
+        "avg_latency_s": _rounded(mean(latency)),
+        "p50_latency_s": _rounded(percentile(latency, 50)),
+        "p95_latency_s": _rounded(percentile(latency, 95)),
+        "p99_latency_s": _rounded(percentile(latency, 99)),
+        "avg_ttft_s": _rounded(mean(ttft)),
+        "p50_ttft_s": _rounded(percentile(ttft, 50)),
+        "p95_ttft_s": _rounded(percentile(ttft, 95)),
+        "p99_ttft_s": _rounded(percentile(ttft, 99)),
+        "avg_tpot_s": _rounded(mean(tpot), 5),
+        "p95_tpot_s": _rounded(percentile(tpot, 95), 5),
+        "total_tokens_per_s": per_second(prompt + completion),
+        "output_tokens_per_s": per_second(completion),
+        "avg_prompt_tokens": _rounded(prompt / float(len(done)) if done else None, 2),
+        "avg_completion_tokens": _rounded(completion / float(len(done)) if done else None, 2),
+        "total_prompt_tokens": prompt,
+        "total_completion_tokens": completion,
+        "max_in_flight": max_in_flight(results),
+        "unreliable": error_rate > error_threshold,
+        "finished_at": time.time(),
+    })
+    return record
+
+
+def results_file(folder, instance):
+    """Where an instance's records are kept on its host."""
+    return os.path.join(folder, instance + RESULTS_SUFFIX)
+
+
+def progress_file(results_path):
+    return results_path + PROGRESS_SUFFIX
+
+
+def instance_name(path):
+    """The instance a results file or its progress file belongs to."""
+    name = os.path.basename(str(path))
+    for suffix in (PROGRESS_SUFFIX, RESULTS_SUFFIX):
+        if name.endswith(suffix):
+            name = name[:-len(suffix)]
+    return name
+
+
+def read_results(path):
+    """(records, skipped lines) of a results file: one record per group, the last one written, in the order the
+    groups first appear; lines that hold no record (cut mid-write) are skipped. No file: no records."""
+    records, skipped = {}, 0
+    try:
+        handle = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        return [], 0
+    with handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                key = group_key(record)
+            except (ValueError, KeyError, TypeError):
+                skipped += 1
+                continue
+            records[key] = record
+    return list(records.values()), skipped
+
+
+def _make_folder_of(path):
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        os.makedirs(folder)
+
+
+def append_result(path, record):
+    """Add a group's record to the results file, on disk before this returns."""
+    _make_folder_of(path)
+    line = (json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    with open(path, "a+b") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell():
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                line = b"\n" + line  # after a line cut mid-write, which must not swallow this record
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+class ProgressWriter:
+    """The progress file of a results file; with no results file, nothing is written."""
+
+    def __init__(self, results_path):
+        self.path = progress_file(results_path) if results_path else None
+        self.written = None
+
+    def update(self, state, force=False):
+        """Write state (the fields in this file's docstring but updated_at), at most every PROGRESS_EVERY_S
+        unless forced."""
+        now = time.monotonic()
+        if not self.path or (not force and self.written is not None and now - self.written < PROGRESS_EVERY_S):
+            return
+        self.written = now
+        _make_folder_of(self.path)
+        temporary = self.path + ".tmp"
+        with open(temporary, "w") as handle:
+            json.dump(dict(state, updated_at=time.time()), handle, sort_keys=True)
+        os.replace(temporary, self.path)
+
+    def finish(self, groups_done, groups_total, error=None):
+        state = {"finished": True, "groups_done": groups_done, "groups_total": groups_total}
+        if error is not None:
+            state["error"] = error
+        self.update(state, force=True)
+
+
+def read_progress(text):
+    """The progress in a progress file's text; ValueError when it is not one."""
+    progress = json.loads(text)
+    if not isinstance(progress, dict) or not isinstance(progress.get("updated_at"), (int, float)):
+        raise ValueError("not a benchmark progress file: %s" % str(text)[:200])
+    return progress
+
+
+def run_ended(progress, request_timeout_s, waited_s=0, now=None):
+    """Whether a run is over: it says so, or its progress stopped changing for longer than a request may take
+    (killed). progress None (no file yet): over once waited_s passes that too, a run that never started."""
+    limit = float(request_timeout_s) + STALL_MARGIN_S
+    if progress is None:
+        return waited_s > limit
+    if progress.get("finished"):
+        return True
+    return (time.time() if now is None else now) - progress["updated_at"] > limit
+
+
+def describe_progress(progress, instance):
+    """One line on how far an instance's run is."""
+    group = progress.get("group")
+    if progress.get("finished") or not group:
+        line = "%s: %s/%s groups done" % (instance, progress.get("groups_done"), progress.get("groups_total"))
+        return line + (" (failed: %s)" % progress["error"] if progress.get("error") else "")
+    return "%s: group %s/%s (%s, max_tokens %s, concurrency %s): %s/%s requests" % (
+        instance, progress["group_number"], progress["groups_total"], group["image_size"], group["max_tokens"],
+        group["concurrency"], progress["requests_done"], progress["requests_total"])

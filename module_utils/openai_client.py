@@ -1,0 +1,184 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""An OpenAI-compatible server (vLLM's) as the modules speak to it: http.client only, no third-party HTTP
+library on the hosts, and no proxy from the environment between a host and its own loopback port.
+
+Requests carry one image and a text prompt, the request an operator sends by hand.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import http.client
+import json
+import socket
+import time
+from urllib.parse import urlsplit
+
+CHAT_PATH = "/v1/chat/completions"
+# Stands for the image's data URL in a serialised request until a body is made (see ImageChat).
+IMAGE_PLACEHOLDER = "ascend-vllm-fleet:image-url"
+PNG_SIGNATURE = b"\x89PNG"
+
+
+class ClientError(Exception):
+    """The server can't be used as asked; the message says why and what to do."""
+
+
+def image_data_url(data):
+    """The data URL of a PNG or JPEG image, as a chat request's image_url carries it."""
+    kind = "png" if data[:4] == PNG_SIGNATURE else "jpeg"
+    return "data:image/%s;base64,%s" % (kind, base64.b64encode(data).decode("ascii"))
+
+
+class ImageChat:
+    """A chat request with one image and a text prompt, serialised once: each body only puts its image in.
+
+    A data URL (base64) needs no JSON escaping, and serialising a megabyte of it for every request would cost
+    more than making the image. The messages come first in the JSON, so the placeholder found first is the
+    image's even when the prompt or the model name contains its text.
+    """
+
+    def __init__(self, model, prompt, max_tokens, stream=False, ignore_eos=None):
+        request = {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": IMAGE_PLACEHOLDER}},
+            {"type": "text", "text": prompt}]}],
+            "model": model, "max_tokens": max_tokens}
+        if stream:
+            # The usage block gives the server's token counts, image tokens included.
+            request.update(stream=True, stream_options={"include_usage": True})
+        if ignore_eos is not None:
+            request["ignore_eos"] = ignore_eos
+        self._before, self._after = json.dumps(request, ensure_ascii=False).split(IMAGE_PLACEHOLDER, 1)
+
+    def body(self, image_url):
+        return (self._before + image_url + self._after).encode("utf-8")
+
+
+class StreamResult:
+    """One streamed request's outcome; times are time.monotonic() seconds, error None when it succeeded."""
+
+    __slots__ = ("sent", "first_token", "finished", "prompt_tokens", "completion_tokens", "error", "request_id")
+
+    def __init__(self, sent=None):
+        self.sent = sent
+        self.request_id = None  # the server's id of the completion, to match its logs
+        self.first_token = self.finished = None
+        self.prompt_tokens = self.completion_tokens = None
+        self.error = None
+
+
+def served_models(answer):
+    """The model names in a /v1/models answer (anything else lists none)."""
+    if not isinstance(answer, dict):
+        return []
+    return [entry.get("id") for entry in answer.get("data") or [] if isinstance(entry, dict)]
+
+
+class Client:
+    def __init__(self, base_url, api_key=None, timeout=600):
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ClientError("base_url %r: expected http://host:port" % base_url)
+        self.base_url = base_url.rstrip("/")
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname
+        self.port = parts.port or (443 if self.https else 80)
+        self.prefix = parts.path.rstrip("/")
+        self.timeout = timeout
+        self.headers = {"Content-Type": "application/json"}
+        if api_key:
+            self.headers["Authorization"] = "Bearer " + api_key
+
+    def connection(self, timeout=None):
+        kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        return kind(self.host, self.port, timeout=timeout or self.timeout)
+
+    def call(self, method, path, body=None, timeout=None):
+        """(status, the answer parsed as JSON, or else its text) of one request; (None, why) without an answer."""
+        connection = self.connection(timeout)
+        try:
+            connection.request(method, self.prefix + path, body=body, headers=self.headers)
+            response = connection.getresponse()
+            status, raw = response.status, response.read()
+        except (OSError, http.client.HTTPException) as error:
+            return None, str(error) or type(error).__name__
+        finally:
+            connection.close()
+        text = raw.decode("utf-8", "replace")
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def models(self):
+        """The names /v1/models lists; ClientError when it can't be read."""
+        status, answer = self.call("GET", "/v1/models")
+        if status is None:
+            raise ClientError("cannot reach %s/v1/models: %s. Fix: check that the server runs and that base_url "
+                              "is the address it listens on" % (self.base_url, answer))
+        if status != 200:
+            raise ClientError("%s/v1/models answered HTTP %d: %s" % (self.base_url, status, str(answer)[:200]))
+        return served_models(answer)
+
+    def chat(self, body, timeout=None):
+        """(status, answer) of a chat request answered whole, as call() gives them."""
+        return self.call("POST", CHAT_PATH, body, timeout)
+
+    def stream_chat(self, body, result):
+        """Send one streamed chat request, filling result (a StreamResult); any failure becomes result.error."""
+        connection = self.connection()
+        try:
+            result.sent = time.monotonic()
+            connection.request("POST", self.prefix + CHAT_PATH, body=body, headers=self.headers)
+            response = connection.getresponse()
+            if response.status != 200:
+                response.read()
+                result.error = "http_%d" % response.status
+                return
+            read_events(response, result)
+        except socket.timeout:
+            result.error = "timeout"
+        except ConnectionRefusedError:
+            result.error = "connection_refused"
+        except (ConnectionResetError, BrokenPipeError, http.client.IncompleteRead,
+                http.client.RemoteDisconnected):
+            result.error = "connection_reset"
+        except (OSError, http.client.HTTPException) as error:
+            result.error = "connection_error:%s" % type(error).__name__
+        except ValueError:
+            result.error = "malformed_event"
+        finally:
+            result.finished = time.monotonic()
+            connection.close()
+
+
+def read_events(lines, result):
+    """Read a chat completion's server-sent events into result: the id, when the first content token came, and
+    the usage; a stream without [DONE] was cut, one without usage can't be counted."""
+    usage, done = None, False
+    for raw in lines:
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            done = True
+            continue
+        event = json.loads(payload)
+        result.request_id = result.request_id or event.get("id")
+        for choice in event.get("choices") or []:
+            if result.first_token is None and (choice.get("delta") or {}).get("content"):
+                result.first_token = time.monotonic()
+        if event.get("usage"):
+            usage = event["usage"]
+    if not done:
+        result.error = "truncated_stream"
+    elif not usage:
+        result.error = "no_usage"
+    else:
+        result.prompt_tokens = usage.get("prompt_tokens", 0)
+        result.completion_tokens = usage.get("completion_tokens", 0)

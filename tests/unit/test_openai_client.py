@@ -1,0 +1,153 @@
+"""module_utils/openai_client.py against a small local server that answers as vLLM's OpenAI API does."""
+import base64
+import http.server
+import json
+import threading
+import time
+
+import pytest
+from openai_client import IMAGE_PLACEHOLDER, Client, ClientError, ImageChat, StreamResult, image_data_url
+from png_images import png_image
+
+from conftest import free_port
+
+FIRST_TOKEN_DELAY_S = 0.2
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    """GET /health and /v1/models; POST /v1/chat/completions, whose model name picks the answer."""
+
+    seen = []
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body, kind="application/json"):
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        self.seen.append((self.path, self.headers.get("Authorization")))
+        if self.path.endswith("/v1/models"):
+            self.answer(200, json.dumps({"object": "list", "data": [{"id": "Qwen3-VL-8B-Instruct"}]}).encode())
+        else:
+            self.answer(200, b"ok", "text/plain")
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.seen.append((self.path, self.headers.get("Authorization")))
+        kind = request["model"]
+        if kind == "http_500":
+            return self.answer(500, b'{"error": "boom"}')
+        if not request.get("stream"):
+            return self.answer(200, json.dumps({"id": "chatcmpl-1", "choices": [
+                {"message": {"role": "assistant", "content": "a picture"}}],
+                "usage": {"prompt_tokens": 318, "completion_tokens": 2, "total_tokens": 320}}).encode())
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+
+        def event(payload):
+            self.wfile.write(b"data: " + payload.encode() + b"\n\n")
+            self.wfile.flush()
+
+        event(json.dumps({"id": "chatcmpl-7", "choices": [{"delta": {"role": "assistant"}}]}))
+        time.sleep(FIRST_TOKEN_DELAY_S if kind != "stall" else 3)
+        for word in ("a", " picture", " of"):
+            event(json.dumps({"id": "chatcmpl-7", "choices": [{"delta": {"content": word}}]}))
+        if kind != "no_usage":
+            event(json.dumps({"id": "chatcmpl-7", "choices": [],
+                              "usage": {"prompt_tokens": 318, "completion_tokens": 3, "total_tokens": 321}}))
+        if kind != "cut":
+            event("[DONE]")
+
+
+@pytest.fixture
+def server():
+    Handler.seen = []
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield "http://127.0.0.1:%d" % httpd.server_address[1]
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def streamed(url, model, timeout=10):
+    result = StreamResult()
+    Client(url, "sk-test", timeout).stream_chat(ImageChat(model, "描述一下图片", 3, stream=True).body("data:,"), result)
+    return result
+
+
+def test_models_are_listed_with_the_bearer_key(server):
+    assert Client(server, "sk-test").models() == ["Qwen3-VL-8B-Instruct"]
+    assert Handler.seen == [("/v1/models", "Bearer sk-test")]
+
+
+def test_a_path_in_base_url_prefixes_every_request_and_no_key_sends_no_header(server):
+    Client(server + "/prefix/", None).call("GET", "/health")
+    assert Handler.seen == [("/prefix/health", None)]
+
+
+def test_a_streamed_answer_fills_the_result(server):
+    before = time.monotonic()
+    result = streamed(server, "ok")
+    assert result.error is None and result.request_id == "chatcmpl-7"
+    assert (result.prompt_tokens, result.completion_tokens) == (318, 3)
+    assert before <= result.sent and result.sent + FIRST_TOKEN_DELAY_S <= result.first_token <= result.finished
+    assert Handler.seen == [("/v1/chat/completions", "Bearer sk-test")]
+
+
+@pytest.mark.parametrize("model,error", [("http_500", "http_500"), ("cut", "truncated_stream"),
+                                         ("no_usage", "no_usage")])
+def test_a_failed_stream_says_how(server, model, error):
+    result = streamed(server, model)
+    assert result.error == error and result.completion_tokens is None and result.finished is not None
+
+
+def test_a_stalled_stream_times_out(server):
+    result = streamed(server, "stall", timeout=0.5)
+    assert result.error == "timeout" and result.finished - result.sent < 2.5
+
+
+def test_a_closed_port_is_refused_and_unreachable_models_say_how_to_fix():
+    closed = "http://127.0.0.1:%d" % free_port()
+    assert streamed(closed, "ok").error == "connection_refused"
+    status, why = Client(closed).call("GET", "/health")
+    assert status is None and "refused" in why.lower()
+    with pytest.raises(ClientError, match="cannot reach %s/v1/models: .*Fix: check that the server runs" % closed):
+        Client(closed).models()
+
+
+def test_a_whole_answer_is_parsed_json_and_other_text_stays_text(server):
+    client = Client(server)
+    status, reply = client.chat(ImageChat("ok", "hi", 2).body("data:,"))
+    assert status == 200 and reply["choices"][0]["message"]["content"] == "a picture"
+    assert client.call("GET", "/health") == (200, "ok")
+
+
+@pytest.mark.parametrize("base_url", ["127.0.0.1:8000", "ftp://host/", "http://"])
+def test_a_base_url_that_is_no_http_address_is_refused(base_url):
+    with pytest.raises(ClientError, match="expected http://host:port"):
+        Client(base_url)
+
+
+def test_the_image_goes_where_the_image_belongs_even_when_the_prompt_names_the_placeholder():
+    chat = ImageChat(IMAGE_PLACEHOLDER, 'say "%s"' % IMAGE_PLACEHOLDER, 64, stream=True, ignore_eos=False)
+    url = image_data_url(png_image(8, 6))
+    request = json.loads(chat.body(url).decode("utf-8"))
+    image, text = request["messages"][0]["content"]
+    assert image == {"type": "image_url", "image_url": {"url": url}}
+    assert text == {"type": "text", "text": 'say "%s"' % IMAGE_PLACEHOLDER}
+    assert request["model"] == IMAGE_PLACEHOLDER and request["max_tokens"] == 64
+    assert request["stream_options"] == {"include_usage": True} and request["ignore_eos"] is False
+    assert set(json.loads(ImageChat("m", "p", 8).body(url))) == {"messages", "model", "max_tokens"}
+
+
+def test_data_urls_name_png_and_jpeg():
+    png = png_image(4, 3)
+    assert image_data_url(png) == "data:image/png;base64," + base64.b64encode(png).decode()
+    assert image_data_url(b"\xff\xd8\xff\xe0jfif").startswith("data:image/jpeg;base64,/9j/")
