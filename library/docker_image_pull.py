@@ -164,7 +164,7 @@ def main():
     else:
         module.fail_json(
             msg="could not pull %s after %d attempts; last error: %s. Fix: check that the host reaches %s "
-                "(proxy, firewall, DNS), or set vllm_image_registry_mirror to a registry it can reach, or use "
+                "(proxy, firewall, DNS), or set fleet_image_registry_mirror to a registry it can reach, or use "
                 "vllm_image_offline_tarball to load a `docker save` archive" % (
                     name, params["retries"], errors[-1], registry_of(name)),
             attempts=params["retries"], errors=errors)

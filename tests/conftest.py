@@ -7,9 +7,9 @@ import sys
 
 import ansible_runner
 import pytest
-from png_images import png_image  # noqa: F401  (module_utils/, shared with the modules)
 
 from ascend_vllm_fleet.host_code import load_library_module  # noqa: F401
+from png_images import png_image  # noqa: F401  (module_utils/, shared with the modules)
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # Real npu-smi output and the seed's commands, each file with its '# source:' first line.

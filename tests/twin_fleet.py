@@ -1,7 +1,10 @@
 """Private twin fleets for tests: hosts of their own on the twin network, reached over SSH, own inventory."""
+import subprocess
+import sys
+
 import pytest
 
-from conftest import run_playbook
+from conftest import REPO, run_playbook
 from twin.lifecycle import Twin
 
 DEFAULT_CONTAINER = "vllm-ascend"
@@ -37,6 +40,14 @@ class PlayFleet:
         if playbook == "site.yml" and not preflight:
             args += ("--skip-tags", "preflight")
         return run_playbook(self.base / "runs" / str(self.runs), self.inventory, playbook, *args)
+
+    def verify(self):
+        """(exit code, output) of the verify suite, run exactly as an operator runs it against an inventory."""
+        result = subprocess.run([sys.executable, "-m", "pytest", "tests/verify", "--hosts=ansible://ascend",
+                                 "--ansible-inventory=%s" % self.inventory, "-p", "no:cacheprovider", "-q"],
+                                cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                universal_newlines=True, timeout=600, check=False)
+        return result.returncode, result.stdout
 
     def down(self):
         self.twin_fleet.down()

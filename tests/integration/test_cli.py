@@ -71,7 +71,7 @@ def test_verify_then_bench_on_the_good_hosts(fleet, tmp_path):
 
 def test_artifacts_hold_no_secret(fleet):
     inventory = str(fleet.inventory)
-    code, output = run("deploy", "-i", inventory, "-l", B, "--check", "-e", "vllm_server_api_key=sk-cli-secret")
+    code, output = run("deploy", "-i", inventory, "-l", B, "--check", "-e", "fleet_api_key=sk-cli-secret")
     artifacts = output.rsplit("artifacts: ", 1)[1].strip()
     found = subprocess.run(["grep", "-rl", "sk-cli-secret", artifacts], stdout=subprocess.PIPE,
                            universal_newlines=True)

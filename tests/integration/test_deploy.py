@@ -6,14 +6,11 @@ host's engine pulls the stand-in image from the twin's registry, which `scripts/
 import json
 import os
 import re
-import subprocess
-import sys
 import uuid
 
 import pytest
 import requests
 
-from conftest import REPO
 from twin import hosts
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as PORT
@@ -124,25 +121,16 @@ def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
     assert fleet[A].inspect("%s-npu1" % NAME) is None
 
 
-def verify(fleet):
-    """The verify suite, run exactly as an operator runs it against an inventory."""
-    result = subprocess.run([sys.executable, "-m", "pytest", "tests/verify", "--hosts=ansible://ascend",
-                             "--ansible-inventory=%s" % fleet.inventory, "-p", "no:cacheprovider", "-q"],
-                            cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            universal_newlines=True, timeout=600)
-    return result.returncode, result.stdout
-
-
 def test_api_key_stays_in_a_root_only_file(fleet, deployed):
     key = "sk-" + uuid.uuid4().hex
-    run = fleet.play(**{B: {"vllm_server_api_key": key}})
+    run = fleet.play(**{B: {"fleet_api_key": key}})
     assert run.rc == 0, run.stdout
     env_file = "%s/%s.env" % (CONFIG_DIR, NAME)
     assert fleet[B].mode(env_file) == 0o600
     assert key not in fleet[B].read_text("%s/%s.sh" % (CONFIG_DIR, NAME))
     assert key not in run.stdout and all(key not in json.dumps(event) for event in run.events)
     assert not serves(fleet[B]) and serves(fleet[B], api_key=key)
-    code, output = verify(fleet)  # the inventory now holds the key: the verify suite's probe uses it
+    code, output = fleet.verify()  # the inventory now holds the key: the verify suite's probe uses it
     assert code == 0, output
     assert key not in output
     assert fleet.play().rc == 0 and not fleet[B].exists(env_file)
@@ -175,12 +163,12 @@ def test_incomplete_model_is_staged_from_the_controller(fleet, deployed, tmp_pat
 
 
 def test_unreachable_registry_is_explained(fleet, deployed):
-    run = fleet.play("--limit", B, "--tags", "image", "-e", "vllm_image_registry_mirror=127.0.0.1:9",
+    run = fleet.play("--limit", B, "--tags", "image", "-e", "fleet_image_registry_mirror=127.0.0.1:9",
                      "-e", "vllm_image_pull_retries=2", "-e", "vllm_image_pull_delay=0.1")
     assert run.rc != 0
     text = failure_text(run, B)
     assert "could not pull 127.0.0.1:9/ascend/vllm-ascend:v0.18.0rc1-310p after 2 attempts" in text, text
-    assert "vllm_image_registry_mirror" in text and "vllm_image_offline_tarball" in text
+    assert "fleet_image_registry_mirror" in text and "vllm_image_offline_tarball" in text
 
 
 def test_digest_pin_catches_another_image(fleet, deployed):
@@ -193,7 +181,7 @@ def test_digest_pin_catches_another_image(fleet, deployed):
 
 def test_absent_image_and_absent_offline_archive_is_explained(fleet, deployed, tmp_path):
     archive = tmp_path / "vllm-ascend-v9.tar"
-    run = fleet.play("--limit", B, "--tags", "image", "-e", "vllm_image_version=v9.9.9",
+    run = fleet.play("--limit", B, "--tags", "image", "-e", "fleet_image_version=v9.9.9",
                      "-e", "vllm_image_offline_tarball=%s" % archive)
     assert run.rc != 0
     text = failure_text(run, B)
@@ -221,23 +209,23 @@ def test_benchmark_playbook_reports_both_hosts(fleet, deployed, tmp_path):
 
 def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed):
     fleet.write()
-    code, output = verify(fleet)
+    code, output = fleet.verify()
     assert code == 0, output
     fleet[B].docker("stop", NAME)
-    code, output = verify(fleet)
+    code, output = fleet.verify()
     assert code != 0 and "%s, instance %s: container is exited" % (B, NAME) in output, output
     # Re-create it by hand with one chip fewer, from its own rendered script, as an operator would on the host.
     script = fleet[B].read_text("%s/%s.sh" % (CONFIG_DIR, NAME))
     lines = [line for line in script.splitlines(True) if "/dev/davinci3:" not in line]
     fleet[B].docker("rm", "-f", NAME)
     fleet[B].exec("sh", "-c", "".join(lines))
-    code, output = verify(fleet)
+    code, output = fleet.verify()
     assert code != 0, output
     assert re.search(r"%s, instance %s: maps \[[^\]]*\], planned \[[^\]]*/dev/davinci3'" % (
         re.escape(B), re.escape(NAME)), output), output
     restored = fleet.play()
     assert restored.rc == 0, restored.stdout
-    assert verify(fleet)[0] == 0
+    assert fleet.verify()[0] == 0
 
 
 def test_teardown_leaves_nothing_of_ours(fleet, deployed):

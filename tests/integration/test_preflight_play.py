@@ -77,8 +77,8 @@ def test_each_bad_host_fails_with_its_own_message(fleet, check_mode):
 def test_unhealthy_card_can_be_left_out(fleet):
     run = play(fleet, "--limit", "bad-chip", "-e", "ascend_preflight_unhealthy_chip_action=exclude_card")
     assert run.rc == 0, run.stdout
-    judged = run.results("Remember the cards left out of the serving plan")["bad-chip"]
-    assert judged["ansible_facts"]["ascend_preflight_excluded_npu_ids"] == [224]
+    judged = run.results("Judge the host")["bad-chip"]
+    assert judged["ansible_facts"]["ascend_preflight_result"]["excluded_npu_ids"] == [224]
 
 
 @pytest.mark.parametrize("extra,expected", [

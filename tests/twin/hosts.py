@@ -6,7 +6,6 @@ twin host's container gets them at the real paths (fleet.BIND_MOUNTS) and its de
 import json
 import os
 import pathlib
-import shutil
 import stat
 
 import yaml
@@ -127,8 +126,3 @@ def build_model(folder):
            json.dumps({"metadata": {"total_size": 17534340096}, "weight_map": weight_map}, indent=2) + "\n")
     for shard in shards:
         _write(folder / shard, "twin placeholder weights\n")
-
-
-def remove_root(root):
-    if pathlib.Path(root).exists():
-        shutil.rmtree(root)

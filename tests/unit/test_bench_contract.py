@@ -1,7 +1,7 @@
 """Where the benchmark record is restated outside module_utils/bench_record.py, it says what bench_record says."""
 import yaml
-from bench_record import FIELD_NAMES, LATENCY_TARGET_S
 
+from bench_record import FIELD_NAMES, LATENCY_TARGET_S
 from conftest import REPO, load_library_module
 
 

@@ -3,6 +3,7 @@ import base64
 import sys
 
 import pytest
+
 from bench_record import (
     ProgressWriter,
     append_result,
@@ -14,7 +15,6 @@ from bench_record import (
     results_file,
     run_ended,
 )
-
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "roles/vllm_bench/filter_plugins"))

@@ -4,6 +4,7 @@ import time
 
 import numpy
 import pytest
+
 from bench_record import FIELD_NAMES, GROUP_FIELDS, max_in_flight, percentile, summarise
 from openai_client import StreamResult
 

@@ -7,10 +7,10 @@ import re
 import struct
 import zlib
 
-import png_images
 import pytest
 from PIL import Image
 
+import png_images
 from conftest import load_library_module
 
 SIZES = [(1920, 1080), (640, 480), (33, 9), (5, 3), (1, 1)]

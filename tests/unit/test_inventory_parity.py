@@ -14,7 +14,7 @@ CONNECTION = {"ansible_host", "ansible_port", "ansible_user", "ansible_ssh_priva
               "ansible_ssh_common_args"}
 # Site settings the twin adds, each with why a real site has no need of its value.
 TWIN_SETTINGS = {
-    "vllm_image_registry_mirror": "the registry mirror: the twin's registry stands in for quay.io",
+    "fleet_image_registry_mirror": "the registry mirror: the twin's registry stands in for quay.io",
     "docker_runtime_daemon_options": "the registry mirror: it speaks plain HTTP",
     "vllm_server_extra_env": "speed: the stand-in's VLLM_TWIN_* knobs",
     "vllm_server_ready_timeout": "speed: the stand-in loads in seconds",
@@ -40,7 +40,7 @@ def test_every_example_setting_is_the_twins_too():
 
 def test_twin_settings_touch_no_path_or_name_a_real_site_uses():
     twin = load(TWIN / "group_vars/all.yml")
-    mirror = twin["vllm_image_registry_mirror"]
+    mirror = twin["fleet_image_registry_mirror"]
     assert twin["docker_runtime_daemon_options"] == {"insecure-registries": [mirror]}
     assert all(key.startswith("VLLM_TWIN_") for key in twin["vllm_server_extra_env"])
     # Disk checks: the same paths as the role's, only smaller sizes.

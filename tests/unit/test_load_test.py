@@ -2,9 +2,9 @@
 import json
 
 import pytest
-from bench_record import progress_file, read_progress, read_results
 from test_openai_client import Handler, server  # noqa: F401  (the fixture)
 
+from bench_record import progress_file, read_progress, read_results
 from conftest import load_library_module
 
 load_test = load_library_module("vllm_load_test")

@@ -6,10 +6,10 @@ import threading
 import time
 
 import pytest
-from openai_client import IMAGE_PLACEHOLDER, Client, ClientError, ImageChat, StreamResult, image_data_url
-from png_images import png_image
 
 from conftest import free_port
+from openai_client import IMAGE_PLACEHOLDER, Client, ClientError, ImageChat, StreamResult, image_data_url
+from png_images import png_image
 
 FIRST_TOKEN_DELAY_S = 0.2
 

@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from bench_record import FIELD_NAMES, FIELDS, NOTES
 
 from ascend_vllm_fleet import report
+from bench_record import FIELD_NAMES, FIELDS, NOTES
 
 CHARTS = ("p95_by_image_size.png", "p95_by_max_tokens.png", "throughput.png", "ttft.png", "instances.png")
 # Appended to a copy of report.html: once the page has loaded, every <img> must have decoded to its last row

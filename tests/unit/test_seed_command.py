@@ -37,10 +37,12 @@ def rendered(tmp_path_factory):
     base = tmp_path_factory.mktemp("render")
     ascend = {"chips": [{"npu_id": npu_id, "chip_id": chip, "logic_id": 2 * index + chip,
                          "device": "/dev/davinci%d" % (2 * index + chip)}
-                        for index, npu_id in enumerate([1, 2, 4, 5]) for chip in (0, 1)]}
+                        for index, npu_id in enumerate([1, 2, 4, 5]) for chip in (0, 1)],
+              "unhealthy_npu_ids": [], "missing_manager_devices": [],
+              "manager_devices": ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]}
     (base / "vars.json").write_text(json.dumps({
-        "ascend": ascend, "vllm_server_config_dir": str(base / "etc"),
-        "vllm_server_model_dir": "/models/Qwen3-VL-8B-Instruct/"}))
+        "ascend": ascend, "fleet_config_dir": str(base / "etc"),
+        "fleet_model_dir": "/models/Qwen3-VL-8B-Instruct/"}))
     (base / "hosts.ini").write_text("localhost ansible_connection=local ansible_python_interpreter=%s\n"
                                     % sys.executable)
     (base / "etc").mkdir()

@@ -9,25 +9,40 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "roles/vllm_server/filter_plugins"))
 import vllm_server  # noqa: E402
 
+MANAGERS = ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
 
-def host(npu_ids=(1, 2, 4, 5), chips_per_card=2):
+
+def host(npu_ids=(1, 2, 4, 5), chips_per_card=2, unhealthy=(), missing_managers=()):
+    """Facts as npu_facts returns them, for cards numbered by npu_ids."""
     chips = []
     for npu_id in npu_ids:
         for chip in range(chips_per_card):
             logic = len(chips)
             chips.append({"npu_id": npu_id, "chip_id": chip, "logic_id": logic, "device": "/dev/davinci%d" % logic})
-    return {"chips": chips}
+    return {"chips": chips, "unhealthy_npu_ids": list(unhealthy), "missing_manager_devices": list(missing_managers),
+            "manager_devices": [path for path in MANAGERS if path not in missing_managers]}
 
 
-def test_single_maps_every_chip_on_the_base_port():
-    (instance,) = vllm_server.vllm_server_plan(host(), "single", "vllm-ascend", 8000, 2)
-    assert instance == {"name": "vllm-ascend", "port": 8000, "npu_ids": [1, 2, 4, 5],
-                        "devices": ["/dev/davinci%d" % n for n in range(8)]}
+def plan(ascend, layout="single", name="vllm-ascend", port=8000, tensor_parallel_size=2):
+    return vllm_server.vllm_server_plan(ascend, {
+        "host": "npu-node-01", "layout": layout, "container_name": name, "port": str(port),
+        "tensor_parallel_size": str(tensor_parallel_size), "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p",
+        "served_name": "Qwen3-VL-8B-Instruct"})
+
+
+def test_single_maps_every_chip_on_the_base_port_and_records_what_it_serves():
+    recorded = plan(host())
+    assert recorded == {
+        "format": 1, "host": "npu-node-01", "layout": "single",
+        "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p", "served_name": "Qwen3-VL-8B-Instruct",
+        "excluded_npu_ids": [], "manager_devices": MANAGERS,
+        "instances": [{"name": "vllm-ascend", "port": 8000, "npu_ids": [1, 2, 4, 5],
+                       "devices": ["/dev/davinci%d" % n for n in range(8)]}]}
 
 
 def test_per_card_gives_each_card_its_two_chips_and_the_next_port():
-    plan = vllm_server.vllm_server_plan(host(), "per_card", "vllm-ascend", 8000, 2)
-    assert [(i["name"], i["port"], i["devices"]) for i in plan] == [
+    instances = plan(host(), "per_card")["instances"]
+    assert [(i["name"], i["port"], i["devices"]) for i in instances] == [
         ("vllm-ascend-npu1", 8000, ["/dev/davinci0", "/dev/davinci1"]),
         ("vllm-ascend-npu2", 8001, ["/dev/davinci2", "/dev/davinci3"]),
         ("vllm-ascend-npu4", 8002, ["/dev/davinci4", "/dev/davinci5"]),
@@ -35,20 +50,46 @@ def test_per_card_gives_each_card_its_two_chips_and_the_next_port():
     ]
 
 
-def test_excluded_cards_are_left_out():
-    plan = vllm_server.vllm_server_plan(host(), "per_card", "v", 9000, 2, excluded_npu_ids=[2])
-    assert [i["name"] for i in plan] == ["v-npu1", "v-npu4", "v-npu5"] and plan[1]["port"] == 9001
-    (single,) = vllm_server.vllm_server_plan(host(), "single", "v", 9000, 2, excluded_npu_ids=[2])
+def test_unhealthy_cards_are_left_out_whatever_ran_before():
+    recorded = plan(host(unhealthy=[2]), "per_card", name="v", port=9000)
+    assert [i["name"] for i in recorded["instances"]] == ["v-npu1", "v-npu4", "v-npu5"]
+    assert recorded["instances"][1]["port"] == 9001 and recorded["excluded_npu_ids"] == [2]
+    (single,) = plan(host(unhealthy=[2]))["instances"]
     assert "/dev/davinci2" not in single["devices"] and len(single["devices"]) == 6
+
+
+def test_no_plan_maps_a_chip_twice():
+    for layout in ("single", "per_card"):
+        devices = [d for instance in plan(host(), layout)["instances"] for d in instance["devices"]]
+        assert len(devices) == len(set(devices)) == 8
 
 
 def test_tensor_parallel_larger_than_a_card_is_refused_with_the_fix():
     with pytest.raises(AnsibleFilterError, match="tensor_parallel_size is 2 but instance v-npu8 has 1 chip"):
-        vllm_server.vllm_server_plan(host(npu_ids=(8,), chips_per_card=1), "per_card", "v", 8000, 2)
+        plan(host(npu_ids=(8,), chips_per_card=1), "per_card", name="v")
 
 
-def test_no_usable_chip_and_unknown_layout():
-    with pytest.raises(AnsibleFilterError, match="no usable NPU chip"):
-        vllm_server.vllm_server_plan(host(npu_ids=(1,)), "single", "v", 8000, 2, excluded_npu_ids=[1])
+def test_no_usable_chip_unknown_layout_and_missing_manager_devices():
+    with pytest.raises(AnsibleFilterError, match=r"no usable NPU chip on npu-node-01 \(cards left out .*: \[1\]"):
+        plan(host(npu_ids=(1,), unhealthy=[1]))
     with pytest.raises(AnsibleFilterError, match="expected single or per_card"):
-        vllm_server.vllm_server_plan(host(), "per_chip", "v", 8000, 1)
+        plan(host(), "per_chip", tensor_parallel_size=1)
+    with pytest.raises(AnsibleFilterError, match="/dev/hisi_hdc missing on npu-node-01.*reinstall the Ascend driver"):
+        plan(host(missing_managers=["/dev/hisi_hdc"]))
+
+
+def test_the_docker_run_uses_the_fleet_docker_cli_and_the_planned_manager_devices():
+    recorded = plan(host(npu_ids=(1,)))
+    settings = {"docker_bin": "/opt/docker/bin/docker", "label_prefix": "site", "restart_policy": "always",
+                "shm_size": "1g", "privileged": False, "dcmi_dir": "/usr/local/dcmi",
+                "npu_smi": "/usr/local/bin/npu-smi", "driver_home": "/usr/local/Ascend/driver",
+                "install_info": "/etc/ascend_install.info", "cache_dir": "/root/.cache", "model_dir": "/m",
+                "model_container_dir": "/m", "bind_address": "0.0.0.0", "container_port": 8000, "env": {},
+                "env_file": "", "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2,
+                "enforce_eager": True, "dtype": "float16", "max_pixels": 0, "extra_args": []}
+    lines = vllm_server.vllm_server_docker_run(recorded["instances"][0], recorded, settings)
+    assert lines[0][:2] == ["/opt/docker/bin/docker", "run"]
+    devices = [line[1] for line in lines if line[0] == "--device"]
+    assert devices == ["/dev/davinci0:/dev/davinci0", "/dev/davinci1:/dev/davinci1"] + [
+        "%s:%s" % (path, path) for path in MANAGERS]
+    assert ["--label", "site.host=npu-node-01"] in lines and [recorded["image"]] in lines

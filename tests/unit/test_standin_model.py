@@ -3,8 +3,8 @@ import base64
 import struct
 
 import pytest
-from bench_record import percentile
 
+from bench_record import percentile
 from conftest import png_image
 from twin.vllm_standin import engine, images
 from twin.vllm_standin.server import count_prompt

@@ -1,4 +1,4 @@
-"""What each host should run, from the same inventory variables and role defaults the playbooks use.
+"""What each host should run: the serving plan the deploy recorded on it, and the inventory's settings.
 
 Run it the way testinfra runs against any inventory, from the repository root:
   pytest tests/verify --hosts='ansible://ascend' --ansible-inventory=inventory/<site>/hosts.yml
@@ -14,10 +14,10 @@ from ansible.template import Templar, trust_as_template
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "roles/vllm_server/filter_plugins"))
-import vllm_server  # noqa: E402  (the serving plan the server role uses)
+from vllm_server import PLAN_FORMAT  # noqa: E402  (the plan file's layout the server role writes)
 
 # Roles whose defaults decide what a host runs, in the order the playbooks apply them.
-ROLES = ("ascend_preflight", "docker_runtime", "vllm_image", "model_weights", "vllm_server")
+ROLES = ("fleet", "ascend_preflight", "docker_runtime", "vllm_image", "model_weights", "vllm_server")
 
 
 def expected_settings(inventory_variables):
@@ -50,30 +50,33 @@ class Deployment:
         self.host = host
         self.name = host.backend.get_hostname()
         self.setting = expected_settings(host.ansible.get_variables())
-        facts = host.ansible("npu_facts", self.module_args({
-            "npu_smi": "ascend_npu_smi", "driver_home": "ascend_driver_home",
-            "firmware_home": "ascend_firmware_home", "install_info": "ascend_install_info",
-            "dev_dir": "ascend_dev_dir"}))
+        facts = host.ansible("npu_facts", self.fleet_arguments(NPU_FACTS_OPTIONS))
         self.ascend = facts["ansible_facts"]["ascend"]
+        self.plan = self.read_plan()
 
-    def module_args(self, options):
-        """key=value arguments from the settings that are defined (others keep the module's default)."""
-        pairs = []
-        for option, variable in options.items():
-            try:
-                pairs.append("%s=%s" % (option, json.dumps(str(self.setting(variable)))))
-            except KeyError:
-                continue
-        return " ".join(pairs)
+    def fleet_arguments(self, options):
+        """key=value arguments of a module whose options the fleet settings name fleet_<option>."""
+        return " ".join("%s=%s" % (option, json.dumps(str(self.setting("fleet_" + option)))) for option in options)
+
+    def read_plan(self):
+        plan_file = self.host.file(self.setting("fleet_plan_file"))
+        assert plan_file.exists, "%s: no serving plan at %s: deploy first (ansible-playbook site.yml)" % (
+            self.name, plan_file.path)
+        plan = json.loads(plan_file.content_string)
+        assert plan.get("format") == PLAN_FORMAT, "%s: %s has plan format %s, this suite reads %s" % (
+            self.name, plan_file.path, plan.get("format"), PLAN_FORMAT)
+        return plan
 
     def instances(self):
-        return vllm_server.vllm_server_plan(
-            self.ascend, self.setting("vllm_server_layout"), self.setting("vllm_server_container_name"),
-            int(self.setting("vllm_server_port")), int(self.setting("vllm_server_tensor_parallel_size")))
+        return self.plan["instances"]
 
     def container(self, name):
-        result = self.host.run("%s container inspect %s" % (self.setting("vllm_server_docker_bin"), name))
+        result = self.host.run("%s container inspect %s" % (self.setting("fleet_docker_bin"), name))
         return json.loads(result.stdout)[0] if result.rc == 0 else None
+
+
+# npu_facts options the fleet settings give (fleet_npu_smi, ...); the rest keep the module's defaults.
+NPU_FACTS_OPTIONS = ("npu_smi", "driver_home", "firmware_home", "install_info", "dev_dir")
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ def test_driver_and_firmware_are_the_required_ones(deployment):
 
 
 def test_each_planned_container_runs_the_expected_spec(deployment):
-    prefix = deployment.setting("vllm_server_label_prefix")
-    image = deployment.setting("vllm_server_image")
+    prefix = deployment.setting("fleet_label_prefix")
+    image = deployment.plan["image"]
     for instance in deployment.instances():
         where = "%s, instance %s" % (deployment.name, instance["name"])
         container = deployment.container(instance["name"])
@@ -26,12 +26,24 @@ def test_each_planned_container_runs_the_expected_spec(deployment):
         policy = container["HostConfig"]["RestartPolicy"]["Name"]
         assert policy == deployment.setting("vllm_server_restart_policy"), "%s: restart policy %s, expected %s" % (
             where, policy, deployment.setting("vllm_server_restart_policy"))
-        script = deployment.host.file("%s/%s.sh" % (deployment.setting("vllm_server_config_dir"), instance["name"]))
+        script = deployment.host.file("%s/%s.sh" % (deployment.setting("fleet_config_dir"), instance["name"]))
         assert script.exists, "%s: the rendered docker run %s is missing" % (where, script.path)
         rendered = re.search(r"%s\.config-hash=(\w+)" % re.escape(prefix), script.content_string).group(1)
         running = container["Config"]["Labels"].get(prefix + ".config-hash")
         assert running == rendered, "%s: config-hash label %s differs from the rendered script's %s" % (
             where, running, rendered)
+
+
+def test_the_planned_chips_are_present_and_healthy(deployment):
+    present = set(deployment.ascend["devices"])
+    unhealthy = set(deployment.ascend["unhealthy_npu_ids"])
+    for instance in deployment.instances():
+        where = "%s, instance %s" % (deployment.name, instance["name"])
+        missing = sorted(set(instance["devices"]) - present)
+        assert not missing, "%s: planned chips %s are gone from the host" % (where, ", ".join(missing))
+        sick = sorted(unhealthy & set(instance["npu_ids"]))
+        assert not sick, "%s: serves on NPU %s, which is no longer healthy; redeploy to plan without it" % (
+            where, ", ".join(map(str, sick)))
 
 
 def test_only_the_planned_chips_are_mapped(deployment):
@@ -50,13 +62,13 @@ def test_each_instance_listens_and_answers_an_image_request(deployment):
         where = "%s, instance %s" % (deployment.name, instance["name"])
         assert deployment.host.socket("tcp://0.0.0.0:%d" % port).is_listening or deployment.host.socket(
             "tcp://127.0.0.1:%d" % port).is_listening, "%s: nothing listens on port %d" % (where, port)
-        served = deployment.setting("vllm_server_served_name")
+        served = deployment.plan["served_name"]
         arguments = "base_url=http://127.0.0.1:%d model=%s timeout=10 max_tokens=8 image_size=320x240" % (port, served)
         extra = {}
-        if deployment.setting("vllm_server_api_key"):
+        if deployment.setting("fleet_api_key"):
             # Passed as a variable, not in the arguments, so it is templated into the no_log option only.
             arguments += " api_key={{ verify_api_key }}"
-            extra = {"extra_vars": {"verify_api_key": deployment.setting("vllm_server_api_key")}}
+            extra = {"extra_vars": {"verify_api_key": deployment.setting("fleet_api_key")}}
         try:
             probe = deployment.host.ansible("vllm_probe", arguments, **extra)
         except deployment.host.ansible.AnsibleException as error:

@@ -181,7 +181,7 @@ def ascend_preflight_findings(facts, settings):
             settings["allowed_architectures"]), "vLLM-Ascend images are published for arm64 and amd64 only"))
     if not facts.get("present"):
         failures.append(finding("npu-smi", "; ".join(facts.get("problems") or ["not found"]), "npu-smi answering",
-                                "install the Ascend driver, or set ascend_npu_smi to where npu-smi is"))
+                                "install the Ascend driver, or set fleet_npu_smi to where npu-smi is"))
     elif not facts.get("ready"):
         failures.append(finding("NPU ready", "; ".join(facts.get("problems") or ["no chip listed"]),
                                 "npu-smi info listing the chips", "see the cause above"))

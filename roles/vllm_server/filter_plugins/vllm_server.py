@@ -17,11 +17,13 @@ CONTAINER_PATHS = {
     "install_info": "/etc/ascend_install.info",
     "cache": "/root/.cache",
 }
-MANAGER_DEVICES = ("davinci_manager", "devmm_svm", "hisi_hdc")
+# Written into the plan file: readers check it before trusting the layout of the record.
+PLAN_FORMAT = 1
 
 
-def _usable_chips(ascend, excluded_npu_ids):
-    excluded = set(excluded_npu_ids or [])
+def _usable_chips(ascend):
+    """Chips of the healthy cards: a card with a chip not OK or a chip fault cannot hold a model shard."""
+    excluded = set(ascend["unhealthy_npu_ids"])
     chips = [chip for chip in ascend.get("chips", []) if chip["npu_id"] not in excluded]
     missing = [chip for chip in chips if not chip.get("device")]
     if missing:
@@ -30,11 +32,20 @@ def _usable_chips(ascend, excluded_npu_ids):
     return sorted(chips, key=lambda chip: chip["logic_id"])
 
 
-def vllm_server_plan(ascend, layout, base_name, base_port, tensor_parallel_size, excluded_npu_ids=None):
-    """Instances to run: name, host port, NPU IDs and the davinci device paths each one maps."""
-    chips = _usable_chips(ascend, excluded_npu_ids)
+def vllm_server_plan(ascend, settings):
+    """The serving plan of one host, as recorded in its plan file: what each instance maps and serves.
+
+    settings: host, layout, container_name, port, tensor_parallel_size, image, served_name.
+    """
+    if ascend.get("missing_manager_devices"):
+        raise AnsibleFilterError("%s missing on %s: every vLLM container needs them. Fix: reinstall the Ascend "
+                                 "driver (it creates them) and reboot" % (
+                                     ", ".join(ascend["missing_manager_devices"]), settings["host"]))
+    chips = _usable_chips(ascend)
     if not chips:
-        raise AnsibleFilterError("no usable NPU chip on this host (excluded cards: %s)" % (excluded_npu_ids or []))
+        raise AnsibleFilterError("no usable NPU chip on %s (cards left out as unhealthy: %s)" % (
+            settings["host"], ascend["unhealthy_npu_ids"]))
+    base_name, layout = settings["container_name"], settings["layout"]
     if layout == "single":
         groups = [(base_name, chips)]
     elif layout == "per_card":
@@ -46,7 +57,8 @@ def vllm_server_plan(ascend, layout, base_name, base_port, tensor_parallel_size,
                   for npu_id in npu_ids]
     else:
         raise AnsibleFilterError("vllm_server_layout %r: expected single or per_card" % layout)
-    plan = []
+    tensor_parallel_size = int(settings["tensor_parallel_size"])
+    instances = []
     for index, (name, group) in enumerate(groups):
         if tensor_parallel_size > len(group):
             raise AnsibleFilterError(
@@ -54,34 +66,36 @@ def vllm_server_plan(ascend, layout, base_name, base_port, tensor_parallel_size,
                 "tensor parallel size, or use layout single to span cards" % (
                     tensor_parallel_size, name, len(group),
                     ", ".join("NPU %s chip %s" % (c["npu_id"], c["chip_id"]) for c in group)))
-        plan.append({
+        instances.append({
             "name": name,
-            "port": int(base_port) + index,
+            "port": int(settings["port"]) + index,
             "npu_ids": sorted(set(chip["npu_id"] for chip in group)),
             "devices": [chip["device"] for chip in group],
         })
-    return plan
+    return {"format": PLAN_FORMAT, "host": settings["host"], "layout": layout, "image": settings["image"],
+            "served_name": settings["served_name"], "excluded_npu_ids": sorted(ascend["unhealthy_npu_ids"]),
+            "manager_devices": sorted(ascend["manager_devices"]), "instances": instances}
 
 
-def vllm_server_docker_run(instance, settings):
+def vllm_server_docker_run(instance, plan, settings):
     """The docker run of one instance as lines of arguments, one option per line, as an operator writes it.
 
     The config-hash label is not among them: it is the hash of these lines, added where the script is written.
     """
-    lines = [["docker", "run", "--detach", "--name", instance["name"]],
+    lines = [[settings["docker_bin"], "run", "--detach", "--name", instance["name"]],
              ["--restart", settings["restart_policy"]],
              ["--label", "%s.instance=%s" % (settings["label_prefix"], instance["name"])],
-             ["--label", "%s.host=%s" % (settings["label_prefix"], settings["host"])],
+             ["--label", "%s.host=%s" % (settings["label_prefix"], plan["host"])],
              # Read by the benchmark and the verify suite to find what each container serves, and where.
              ["--label", "%s.port=%d" % (settings["label_prefix"], instance["port"])],
-             ["--label", "%s.served-name=%s" % (settings["label_prefix"], settings["served_name"])],
+             ["--label", "%s.served-name=%s" % (settings["label_prefix"], plan["served_name"])],
              ["--shm-size", settings["shm_size"]]]
     if settings["privileged"]:
         lines.append(["--privileged"])
     for device in instance["devices"]:
         lines.append(["--device", "%s:/dev/%s" % (device, device.rsplit("/", 1)[-1])])
-    for name in MANAGER_DEVICES:
-        lines.append(["--device", "%s/%s:/dev/%s" % (settings["dev_dir"].rstrip("/"), name, name)])
+    for device in plan["manager_devices"]:
+        lines.append(["--device", "%s:/dev/%s" % (device, device.rsplit("/", 1)[-1])])
     host_paths = {
         "dcmi": settings["dcmi_dir"],
         "npu_smi": settings["npu_smi"],
@@ -98,14 +112,14 @@ def vllm_server_docker_run(instance, settings):
         lines.append(["-e", "%s=%s" % (key, value)])
     if settings["env_file"]:
         lines.append(["--env-file", settings["env_file"]])
-    lines.append([settings["image"]])
-    return lines + vllm_serve_lines(settings)
+    lines.append([plan["image"]])
+    return lines + vllm_serve_lines(plan, settings)
 
 
-def vllm_serve_lines(settings):
+def vllm_serve_lines(plan, settings):
     """`vllm serve` and its flags: the seed's, each from a variable, plus the operator's extras."""
     lines = [["vllm", "serve", settings["model_container_dir"]],
-             ["--served-model-name", settings["served_name"]],
+             ["--served-model-name", plan["served_name"]],
              ["--gpu-memory-utilization", str(settings["gpu_memory_utilization"])],
              ["--max-model-len", str(settings["max_model_len"])],
              ["--tensor-parallel-size", str(settings["tensor_parallel_size"])]]

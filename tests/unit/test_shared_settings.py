@@ -1,0 +1,66 @@
+"""Settings shared by several phases have one home, the fleet role, and no role repeats one as a fallback."""
+import re
+
+import pytest
+import yaml
+
+from conftest import REPO
+
+ROLES = sorted(path.parent.parent.name for path in REPO.glob("roles/*/defaults/main.yml"))
+PHASE_ROLES = [role for role in ROLES if role != "fleet"]
+# `name | default(<literal>)`: the literal is a second copy of some default. (`default(omit, true)` and
+# `default(other_variable, true)` pick between settings and repeat no value.)
+FALLBACK = re.compile(r"\b([a-z][a-z0-9_]*)\s*\|\s*default\(\s*(?:['\"\d\[{]|true\b|false\b|none\b)")
+
+
+def defaults(role):
+    return yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text()) or {}
+
+
+def role_files(role):
+    folder = REPO / "roles" / role
+    return sorted(path for path in folder.rglob("*") if path.suffix in (".yml", ".j2", ".py"))
+
+
+@pytest.mark.parametrize("role", PHASE_ROLES)
+def test_every_role_loads_the_shared_settings_first(role):
+    meta = yaml.safe_load((REPO / "roles" / role / "meta/main.yml").read_text())
+    assert {"role": "fleet"} in meta["dependencies"], "roles/%s/meta/main.yml: add `- role: fleet`" % role
+
+
+@pytest.mark.parametrize("role", PHASE_ROLES)
+def test_no_role_declares_a_shared_setting(role):
+    options = yaml.safe_load((REPO / "roles" / role / "meta/argument_specs.yml").read_text())
+    declared = [name for name in list(defaults(role)) + list(options["argument_specs"]["main"]["options"])
+                if not name.startswith(role + "_")]
+    assert declared == [], "roles/%s declares %s: variables belong to the role they are prefixed with" % (
+        role, ", ".join(declared))
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_no_fallback_for_a_variable_some_role_defines(role):
+    defined = set()
+    for other in ROLES:
+        defined |= set(defaults(other))
+    found = []
+    for path in role_files(role):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            found += ["%s:%d %s" % (path.relative_to(REPO), number, name)
+                      for name in FALLBACK.findall(line) if name in defined]
+    assert found == [], "fallbacks that repeat a role default: %s" % "; ".join(found)
+
+
+def test_play_keywords_repeat_the_fleet_defaults_exactly():
+    """serial and max_fail_percentage are read before any role loads, so deploy.yml carries the defaults too."""
+    (play,) = yaml.safe_load((REPO / "playbooks/deploy.yml").read_text())
+    fleet = defaults("fleet")
+    assert play["serial"] == "{{ fleet_serial | default('%s') }}" % fleet["fleet_serial"]
+    assert play["max_fail_percentage"] == "{{ fleet_max_fail_percentage | default(%d) }}" % (
+        fleet["fleet_max_fail_percentage"])
+
+
+def test_the_label_preflight_trusts_is_the_one_the_server_writes():
+    host_checks = (REPO / "roles/ascend_preflight/tasks/host.yml").read_text()
+    assert 'label={{ fleet_label_prefix }}.instance"' in host_checks
+    server_filter = (REPO / "roles/vllm_server/filter_plugins/vllm_server.py").read_text()
+    assert '"%s.instance=%s" % (settings["label_prefix"]' in server_filter
