@@ -1,11 +1,10 @@
 """ascend-vllm-fleet: run the collection's playbooks with a live view of every host, and a summary at the end.
 
-Each subcommand drives a playbook through ansible-runner (verify runs the testinfra suite). The run's
-artifacts go to artifacts/<timestamp>/ without the env files, so API keys or registry passwords passed
-with -e never land on disk.
+Each subcommand drives a playbook through ansible-runner (verify runs the testinfra suite); what the view
+shows is in view.py. The run's artifacts go to artifacts/<timestamp>/ without the env files, so API keys or
+registry passwords passed with -e never land on disk.
 """
 import argparse
-import base64
 import datetime
 import json
 import pathlib
@@ -14,6 +13,7 @@ import sys
 import tempfile
 import textwrap
 
+from . import progress, view
 from .host_code import REPO, load_module_util
 
 bench_record = load_module_util("bench_record")
@@ -29,6 +29,7 @@ EXAMPLES = {
         ascend-vllm-fleet verify -l npu-node-07""",
     "bench": """\
         ascend-vllm-fleet bench --preset quick
+        ascend-vllm-fleet bench -i inventory/prod/hosts.yml --preset seed --plan    # groups and estimated time
         ascend-vllm-fleet bench -i inventory/prod/hosts.yml --preset seed -e vllm_bench_resume=true""",
     "report": """\
         ascend-vllm-fleet report reports/20261130T050744Z --latency-target 5""",
@@ -38,64 +39,14 @@ EXAMPLES = {
 }
 
 
-class HostView:
-    """What each host is doing, printed as it changes, and what it ended with."""
-
-    def __init__(self, out=sys.stdout):
-        self.out = out
-        self.phase = {}
-        self.failures = {}
-        self.unreachable = set()
-
-    def handle(self, event):
-        data = event.get("event_data") or {}
-        host = data.get("host")
-        kind = event.get("event", "")
-        if kind == "runner_on_start" and host:
-            phase = "%s: %s" % (data.get("role") or data.get("play", ""), data.get("task", ""))
-            if self.phase.get(host) != phase:
-                self.phase[host] = phase
-                self.out.write("[%s] %s\n" % (host, phase))
-                self.out.flush()
-        elif kind == "runner_on_failed" and host and not data.get("ignore_errors"):
-            self.failures.setdefault(host, failure_reason(data))
-        elif kind == "runner_on_unreachable" and host:
-            self.unreachable.add(host)
-            self.failures.setdefault(host, "unreachable: %s" % (data.get("res") or {}).get("msg", ""))
-        elif kind == "runner_retry" and host:
-            self.out.write("[%s] %s\n" % (host, benchmark_progress(data) or "still running: " + data.get("task", "")))
-            self.out.flush()
-        return True
-
-
-def benchmark_progress(data):
-    """A line on how far an instance's benchmark is, from a poll of its progress file; None for other polls."""
-    result = data.get("res") or {}
-    if "content" not in result:
-        return None
-    try:
-        progress = bench_record.read_progress(base64.b64decode(result["content"]))
-    except ValueError:
-        return None
-    return bench_record.describe_progress(progress, bench_record.instance_name(result.get("source", "")))
-
-
-def failure_reason(data):
-    result = data.get("res") or {}
-    message = result.get("msg") or result.get("stderr") or "failed"
-    if isinstance(message, list):
-        message = " ".join(str(part) for part in message)
-    return "%s: %s" % (data.get("task", "task"), " ".join(str(message).split())[:300])
-
-
-def summary_table(stats, view):
+def summary_table(stats, fleet_view):
     hosts = sorted(set().union(*(stats.get(key, {}) for key in ("ok", "failures", "dark", "changed", "skipped"))))
     rows = [("host", "status", "changed", "reason")]
     for host in hosts:
         failed = host in stats.get("failures", {}) or host in stats.get("dark", {})
         status = "UNREACHABLE" if host in stats.get("dark", {}) else "FAILED" if failed else "ok"
         rows.append((host, status, str(stats.get("changed", {}).get(host, 0)),
-                     view.failures.get(host, "") if failed else ""))
+                     fleet_view.failures.get(host, "") if failed else ""))
     widths = [max(len(row[index]) for row in rows[:]) for index in range(3)]
     lines = []
     for row in rows:
@@ -143,15 +94,19 @@ def run_playbook(args, playbook, extravars, out=sys.stdout, report_dir=None):
 
     artifacts = REPO / "artifacts"
     artifacts.mkdir(exist_ok=True)
-    view = HostView(out)
+    fleet_view = view.FleetView(status_dir=report_dir / progress.STATUS_FOLDER if report_dir else None,
+                                bounds=view.WaitBounds(pathlib.Path(args.inventory).resolve(), extravars))
     cmdline = []
     if args.limit:
         cmdline += ["--limit", args.limit]
     if getattr(args, "check", False):
         cmdline += ["--check", "--diff"]
+    if getattr(args, "plan", False):
+        cmdline += ["--check"]
     # Extra variables travel in a root-only file removed after the run: ansible-runner would otherwise write
     # them into its env files or, with those suppressed, into the command line it records in the artifacts.
-    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="extravars-") as handle:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="extravars-") as handle, \
+            view.Screen(fleet_view, out) as screen:
         json.dump(extravars, handle)
         handle.flush()
         runner = ansible_runner.run(
@@ -159,15 +114,13 @@ def run_playbook(args, playbook, extravars, out=sys.stdout, report_dir=None):
             playbook=str(REPO / playbook), inventory=str(pathlib.Path(args.inventory).resolve()),
             cmdline=" ".join(cmdline + ["-e", "@" + handle.name]),
             ident=utc_stamp() + "-" + args.command,
-            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True, event_handler=view.handle,
+            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True, event_handler=screen.handle,
             settings={"suppress_env_files": True})
-    table, any_failed = summary_table(runner.stats or {}, view)
+    table, any_failed = summary_table(runner.stats or {}, fleet_view)
     out.write("\n%s\n" % table)
     summary = report_dir / "summary.json" if report_dir else None
     if summary and summary.exists():
-        from . import report
-
-        out.write("\n%s\n" % report.describe(report_dir, json.loads(summary.read_text(encoding="utf-8"))))
+        out.write("\n%s\n" % view.report_summary(report_dir, json.loads(summary.read_text(encoding="utf-8"))))
     out.write("\nartifacts: %s\n" % (artifacts / runner.config.ident))
     return 1 if any_failed or runner.rc != 0 else 0
 
@@ -218,6 +171,9 @@ def build_parser():
             sub.add_argument("--preset", default="quick",
                              help="quick (a smoke check, minutes) or seed (the matrix of the blog post this project "
                                   "grew from, tests/fixtures/seed/: hours on 310P); both are in vllm_bench_presets")
+            sub.add_argument("--plan", action="store_true",
+                             help="only show the plan: each instance's groups, requests and estimated time (the "
+                                  "load-test module's check mode); nothing is sent to the instances")
         if name == "teardown":
             sub.add_argument("--remove-image", action="store_true", help="also remove the image")
             sub.add_argument("--remove-model", action="store_true", help="also remove the model folder")

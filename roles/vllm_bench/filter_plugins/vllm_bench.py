@@ -1,8 +1,9 @@
 """Where an instance's benchmark files are on its host, and whether its run is over, as module_utils/bench_record.py
-(the one owner of those files' format) says.
+(the one owner of those files' format) says; the plan's lines and where the run's statuses are kept, as
+ascend_vllm_fleet/progress.py says.
 
-The role's tasks template file paths and poll the progress file; these filters keep them from repeating the
-file names or the progress file's fields.
+The role's tasks and its follow step (action_plugins/vllm_bench_follow.py) use these, so they repeat neither
+the file names nor the files' fields.
 """
 import base64
 import pathlib
@@ -13,9 +14,9 @@ REPO = str(pathlib.Path(__file__).resolve().parents[3])
 if REPO not in sys.path:
     sys.path.append(REPO)
 
-from ascend_vllm_fleet.host_code import load_module_util  # noqa: E402
+from ascend_vllm_fleet import progress  # noqa: E402
 
-bench_record = load_module_util("bench_record")
+bench_record = progress.bench_record
 
 
 def vllm_bench_results_file(instance, results_dir):
@@ -29,15 +30,27 @@ def vllm_bench_progress_file(results_file):
 
 def vllm_bench_run_ended(poll, request_timeout_s, poll_interval_s):
     """Whether to stop polling: poll is a registered slurp of the progress file, retried every poll_interval_s."""
-    progress = None
+    current = None
     if "content" in poll:
-        progress = bench_record.read_progress(base64.b64decode(poll["content"]))
+        current = bench_record.read_progress(base64.b64decode(poll["content"]))
     waited = poll.get("attempts", 1) * float(poll_interval_s)
-    return bench_record.run_ended(progress, request_timeout_s, waited_s=waited)
+    return bench_record.run_ended(current, request_timeout_s, waited_s=waited)
+
+
+def vllm_bench_plan_lines(planned):
+    """One line per instance (groups, requests, estimated time) from the registered check-mode runs."""
+    return [progress.plan_line(progress.plan_entry(result)) for result in planned]
+
+
+def vllm_bench_status_file(host, report_folder):
+    """Where the follow step keeps a host's statuses in the run's report folder."""
+    return str(pathlib.Path(report_folder) / progress.STATUS_FOLDER / (host + ".json"))
 
 
 class FilterModule:
     def filters(self):
         return {"vllm_bench_results_file": vllm_bench_results_file,
                 "vllm_bench_progress_file": vllm_bench_progress_file,
-                "vllm_bench_run_ended": vllm_bench_run_ended}
+                "vllm_bench_run_ended": vllm_bench_run_ended,
+                "vllm_bench_plan_lines": vllm_bench_plan_lines,
+                "vllm_bench_status_file": vllm_bench_status_file}

@@ -1,0 +1,149 @@
+"""A benchmark run as an operator follows it: each instance's phase, group, requests, errors so far, elapsed
+time and ETA.
+
+The vllm_bench role's follow step (roles/vllm_bench/action_plugins/vllm_bench_follow.py) reads the files the
+load-test module keeps on each host (module_utils/bench_record.py owns their format), works out each
+instance's status here and keeps the host's statuses in <report folder>/progress/<host>.json, which the
+ascend-vllm-fleet command's live view reads. The ETA starts from the module's own estimate (its check mode's
+estimated_seconds) and, once requests have finished, follows the pace measured so far.
+"""
+from .host_code import load_library_module, load_module_util
+
+bench_record = load_module_util("bench_record")
+
+# The <report folder>/progress/<host>.json a follow step writes: format, host, started_at (Unix time the run
+# was launched), updated_at (Unix time of the write) and instances (one status per instance, as
+# instance_status returns).
+STATUS_FOLDER = "progress"
+STATUS_FORMAT = 1
+# Phases of an instance's run, in the order they come.
+STARTING, WARMING_UP, MEASURING, DONE, FAILED, STALLED = (
+    "starting", "warming up", "measuring", "done", "failed", "stalled")
+ENDED = (DONE, FAILED, STALLED)
+
+
+def clock(seconds):
+    """A duration as an operator reads it: 45s, 2m10s, 20m, 3h05m, 24h."""
+    seconds = int(round(max(seconds, 0)))
+    if seconds < 60:
+        return "%ds" % seconds
+    if seconds < 3600:
+        return "%dm%02ds" % divmod(seconds, 60) if seconds % 60 else "%dm" % (seconds // 60)
+    minutes = seconds % 3600 // 60
+    return "%dh%02dm" % (seconds // 3600, minutes) if minutes else "%dh" % (seconds // 3600)
+
+
+def group_shares(matrix):
+    """Each group of a matrix (a preset: image_sizes, max_tokens, concurrency, requests_per_group), in the order
+    the load-test module runs them, as (group key, share of the run's estimated time), by the module's own plan
+    and estimate."""
+    load_test = load_library_module("vllm_load_test")
+    params = dict(matrix, estimate_seconds_per_token=load_test.ARGUMENT_SPEC["estimate_seconds_per_token"]["default"])
+    groups = load_test.plan(params)
+    estimates = [load_test.estimate_seconds([group], params) for group in groups]
+    total = sum(estimates)
+    return [(bench_record.group_key(group), estimate / total if total else 1.0 / len(groups))
+            for group, estimate in zip(groups, estimates)]
+
+
+def split_records(records, resume, started_at):
+    """(the records this run measured, the keys of the groups it skips): a resumed run keeps the reliable
+    groups finished before it started and measures the rest; a fresh run started from empty files."""
+    if not resume:
+        return list(records), set()
+    measured = [record for record in records if record.get("finished_at", 0) >= started_at]
+    skipped = {bench_record.group_key(record) for record in records
+               if record.get("finished_at", 0) < started_at and not record.get("unreliable")}
+    return measured, skipped
+
+
+def instance_status(instance, progress, measured, skipped, shares, estimate_s, elapsed_s, stalled=False):
+    """How far an instance's run is.
+
+    progress: its progress file's content (None before the module wrote one); measured: the records this run
+    wrote; skipped: keys of the groups a resumed run does not run again; shares: group_shares of the matrix;
+    estimate_s: the module's estimate of the whole run; elapsed_s: seconds since the run was launched; stalled:
+    the progress file stopped changing for longer than a request may take.
+    """
+    progress = progress or {}
+    group = progress.get("group") if not progress.get("finished") else None
+    if stalled and not progress.get("finished"):
+        phase = STALLED
+    elif progress.get("finished"):
+        phase = FAILED if progress.get("error") else DONE
+    elif group:
+        phase = MEASURING
+    else:
+        phase = WARMING_UP if progress else STARTING
+    done = {bench_record.group_key(record) for record in measured}
+    share = dict(shares)
+    running = 0.0
+    if group and progress.get("requests_total"):
+        running = share.get(bench_record.group_key(group), 0.0) * progress["requests_done"] / progress["requests_total"]
+    measured_work = sum(share.get(key, 0.0) for key in done) + running
+    remaining = sum(value for key, value in shares if key not in done and key not in skipped) - running
+    if phase in ENDED:
+        eta = None
+    elif measured_work > 0 and elapsed_s > 0:
+        eta = elapsed_s * remaining / measured_work
+    else:
+        eta = remaining * estimate_s if estimate_s is not None else None
+    return {
+        "instance": instance,
+        "phase": phase,
+        "group": group,
+        "group_number": progress.get("group_number") if group else None,
+        "groups_done": progress.get("groups_done", 0),
+        "groups_total": progress.get("groups_total", len(shares)),
+        "requests_done": progress.get("requests_done") if group else None,
+        "requests_total": progress.get("requests_total") if group else None,
+        "errors": sum(record.get("failed", 0) for record in measured),
+        "error": progress.get("error"),
+        "elapsed_s": round(elapsed_s, 1),
+        "eta_s": None if eta is None else round(max(eta, 0.0), 1),
+    }
+
+
+def group_text(status):
+    """The group an instance measures, e.g. 'group 3/12 (1280x720, max_tokens 32, concurrency 8)'."""
+    group = status["group"]
+    return "group %s/%s (%s, max_tokens %s, concurrency %s)" % (
+        status["group_number"], status["groups_total"], group["image_size"], group["max_tokens"],
+        group["concurrency"])
+
+
+def describe(status, requests=True, elapsed_s=None, eta_s=None):
+    """One line on an instance's run, without its host: the phase or group, requests done in the group (unless
+    requests is false), errors so far, elapsed time and ETA (the status's own unless given)."""
+    elapsed_s = status["elapsed_s"] if elapsed_s is None else elapsed_s
+    eta_s = status["eta_s"] if eta_s is None else eta_s
+    phase = status["phase"]
+    errors = "%d error%s" % (status["errors"], "" if status["errors"] == 1 else "s")
+    if phase == MEASURING:
+        text = group_text(status)
+        if requests:
+            text += ": %s/%s requests" % (status["requests_done"], status["requests_total"])
+    elif phase in ENDED:
+        text = "%s, %s/%s groups" % (phase, status["groups_done"], status["groups_total"])
+    else:
+        text = phase
+    parts = [text, errors, clock(elapsed_s) + " elapsed"]
+    if eta_s is not None:
+        parts.append("ETA " + clock(eta_s))
+    line = "%s: %s" % (status["instance"], ", ".join(parts))
+    if phase == FAILED:
+        line += ": " + " ".join(str(status["error"]).split())[:300]
+    elif phase == STALLED:
+        line += ": its progress file stopped changing"
+    return line
+
+
+def plan_entry(planned):
+    """A host's plan of one instance from the load-test module's check-mode result (a registered loop item)."""
+    return {"instance": planned["item"]["name"], "groups": planned["planned_groups"],
+            "requests": planned["planned_requests"], "estimated_s": planned["estimated_seconds"]}
+
+
+def plan_line(entry):
+    return "%s: %d groups, %d requests, estimated %s" % (
+        entry["instance"], entry["groups"], entry["requests"], clock(entry["estimated_s"]))

@@ -1,0 +1,203 @@
+"""Action vllm_bench_follow: follow a host's benchmark runs from the controller until each has ended.
+
+Every poll_interval seconds it reads each instance's progress file on the host (and its results file when a
+group has finished), prints one line for an instance whenever its phase or group changes, keeps the host's
+statuses in status_file for the ascend-vllm-fleet command's live view, and, once an instance's run has ended,
+collects its async job. One task for all instances of the host and no retries, so a healthy wait of hours
+prints no retry lines; the task fails when a job failed or a run stalled, naming the instance and why.
+
+Arguments: instances (the serving plan's instances), jobs (the registered async launch, one result per
+instance), plans (the registered check-mode run, one result per instance), matrix (the preset), results_dir,
+resume, request_timeout_s, poll_interval, started_at (Unix time the runs were launched) and status_file.
+"""
+import base64
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+# On a controller that installed only requirements.txt, the package is importable from this repository.
+REPO = str(pathlib.Path(__file__).resolve().parents[3])
+if REPO not in sys.path:
+    sys.path.append(REPO)
+
+from ascend_vllm_fleet import progress  # noqa: E402
+
+display = Display()
+# A run whose progress says it ended has its job's result written by Ansible's async wrapper moments later.
+JOB_PATIENCE_S = 60
+JOB_RECHECK_S = 2
+
+
+def load_filters():
+    """The role's filters (file paths, whether a run ended), the same functions its tasks use."""
+    path = pathlib.Path(__file__).resolve().parents[1] / "filter_plugins" / "vllm_bench.py"
+    spec = importlib.util.spec_from_file_location("vllm_bench_filters", str(path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+filters = load_filters()
+
+
+class Instance:
+    """One instance's run as followed: its files, what was last read of them, and its job's result."""
+
+    def __init__(self, entry, job, plan, results_dir):
+        self.name = entry["name"]
+        self.results_path = filters.vllm_bench_results_file(entry, results_dir)
+        self.progress_path = filters.vllm_bench_progress_file(self.results_path)
+        self.job_id = job.get("ansible_job_id")
+        self.estimate_s = plan.get("estimated_seconds")
+        self.records = []
+        self.groups_done = None
+        self.status = None
+        self.result = None
+        self.ended_at = None
+        self.announced = None
+
+
+ARGUMENT_SPEC = {
+    "instances": {"type": "list", "elements": "dict", "required": True},
+    "jobs": {"type": "list", "elements": "dict", "required": True},
+    "plans": {"type": "list", "elements": "dict", "required": True},
+    "matrix": {"type": "dict", "required": True},
+    "results_dir": {"type": "str", "required": True},
+    "resume": {"type": "bool", "default": False},
+    "request_timeout_s": {"type": "float", "required": True},
+    "poll_interval": {"type": "float", "required": True},
+    "started_at": {"type": "float", "required": True},
+    "status_file": {"type": "str", "required": True},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        self.task_vars = task_vars
+        host = task_vars["inventory_hostname"]
+        by_name = {job["item"]["name"]: job for job in args["jobs"]}
+        plans = {plan["item"]["name"]: plan for plan in args["plans"]}
+        instances = [Instance(entry, by_name.get(entry["name"], {}), plans.get(entry["name"], {}),
+                              args["results_dir"]) for entry in args["instances"]]
+        shares = progress.group_shares(args["matrix"])
+        started_at = args["started_at"]
+        polls = 0
+        while True:
+            polls += 1
+            for instance in instances:
+                if instance.ended_at is None:
+                    self.poll(instance, polls, shares, started_at, args)
+                    self.announce(host, instance)
+            self.write_status(args["status_file"], host, started_at, instances)
+            if all(instance.ended_at is not None for instance in instances):
+                break
+            time.sleep(args["poll_interval"])
+        failed = ["%s: %s" % (instance.name, instance.result.get("msg") or "failed") for instance in instances
+                  if instance.result.get("failed")]
+        result.update(changed=False, instances=[instance.status for instance in instances])
+        if failed:
+            result.update(failed=True, msg="benchmark on %s: %s" % (host, "; ".join(failed)))
+        return result
+
+    def slurp(self, path):
+        """The file's bytes on the host, None when it does not exist (yet)."""
+        answer = self._execute_module(module_name="ansible.legacy.slurp", module_args={"src": path},
+                                      task_vars=self.task_vars)
+        if "content" not in answer:
+            return None, answer
+        return base64.b64decode(answer["content"]), answer
+
+    def poll(self, instance, polls, shares, started_at, args):
+        """Read the instance's files and work out its status; collect its job once its run has ended."""
+        content, answer = self.slurp(instance.progress_path)
+        current = progress.bench_record.read_progress(content) if content is not None else None
+        ended = filters.vllm_bench_run_ended(dict(answer, attempts=polls), args["request_timeout_s"],
+                                             args["poll_interval"])
+        groups_done = (current or {}).get("groups_done")
+        if ended or groups_done != instance.groups_done:
+            instance.records = self.read_records(instance.results_path)
+            instance.groups_done = groups_done
+        job = None
+        if current is None or ended:
+            # Without a progress file the job may have failed before it could write one: it says so at once.
+            job = self.job_status(instance)
+        if not ended and job is not None and job.get("finished"):
+            ended = True
+        stalled = ended and not (current or {}).get("finished") and not (job or {}).get("finished")
+        measured, skipped = progress.split_records(instance.records, args["resume"], started_at)
+        instance.status = progress.instance_status(instance.name, current, measured, skipped, shares,
+                                                   instance.estimate_s, time.time() - started_at, stalled=stalled)
+        if ended:
+            instance.result = job if job.get("finished") else self.wait_for_job(instance, stalled, args)
+            instance.ended_at = time.time()
+            if instance.result.get("failed") and instance.status["phase"] not in (progress.FAILED, progress.STALLED):
+                instance.status.update(phase=progress.FAILED, eta_s=None, error=instance.result.get("msg") or "failed")
+
+    def read_records(self, path):
+        """The records of a results file on the host, read by bench_record, the format's one owner."""
+        content, _answer = self.slurp(path)
+        if content is None:
+            return []
+        with tempfile.NamedTemporaryFile(suffix=progress.bench_record.RESULTS_SUFFIX) as copy:
+            copy.write(content)
+            copy.flush()
+            return progress.bench_record.read_results(copy.name)[0]
+
+    def job_status(self, instance):
+        """The instance's async job as async_status tells it: finished (with the module's result) or not."""
+        if not instance.job_id:
+            return {"finished": True, "failed": True, "msg": "no async job was started for it"}
+        async_dir = self._remote_expand_user(self.get_shell_option("async_dir", default="~/.ansible_async"))
+        job = self._execute_module(module_name="ansible.legacy.async_status", task_vars=self.task_vars,
+                                   module_args={"jid": instance.job_id, "_async_dir": async_dir})
+        if job.get("failed") and not job.get("finished"):
+            job["finished"] = True  # the job file is unreadable or gone: nothing more will come
+        return job
+
+    def wait_for_job(self, instance, stalled, args):
+        """The job of a run that ended: the async wrapper writes its result moments after the progress file
+        says so; a stalled run's job is still running."""
+        if not stalled:
+            deadline = time.time() + JOB_PATIENCE_S
+            while time.time() < deadline:
+                time.sleep(JOB_RECHECK_S)
+                job = self.job_status(instance)
+                if job.get("finished"):
+                    return job
+            return {"failed": True, "msg": "its progress file says the run ended, but its job %s did not finish "
+                    "within %d s" % (instance.job_id, JOB_PATIENCE_S)}
+        return {"failed": True, "msg": "its progress file %s stopped changing for more than "
+                "vllm_bench_request_timeout_s (%s s) plus %d s and its job is still running: the run hangs or its "
+                "server stopped answering. Fix: check the instance (docker logs), then rerun with "
+                "-e vllm_bench_resume=true" % (instance.progress_path, args["request_timeout_s"],
+                                               progress.bench_record.STALL_MARGIN_S)}
+
+    def announce(self, host, instance):
+        """One line whenever an instance's phase or group changes."""
+        status = instance.status
+        key = (status["phase"], status["group_number"])
+        if key != instance.announced:
+            instance.announced = key
+            display.display("[%s] %s" % (host, progress.describe(status, requests=False)))
+
+    @staticmethod
+    def write_status(path, host, started_at, instances):
+        """The host's statuses for live views, replaced whole so a reader never sees half of it."""
+        folder = os.path.dirname(path)
+        os.makedirs(folder, exist_ok=True)
+        document = {"format": progress.STATUS_FORMAT, "host": host, "started_at": started_at,
+                    "updated_at": time.time(), "instances": [instance.status for instance in instances]}
+        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False) as handle:
+            json.dump(document, handle, sort_keys=True)
+        os.replace(handle.name, path)
