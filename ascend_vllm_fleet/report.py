@@ -11,6 +11,7 @@ import argparse
 import base64
 import csv
 import json
+import math
 import pathlib
 import statistics
 import sys
@@ -27,6 +28,10 @@ TEMPLATES = REPO / "templates"
 COLUMNS = ("host", "instance") + bench_record.FIELD_NAMES
 # An instance whose throughput is below this share of the fleet's median is called out as slow.
 SLOW_SHARE = 0.8
+# The metrics the report reads from a record (None where a group had no completed request); it cannot do
+# without the first two, which rank the concurrencies and compare the instances.
+METRICS = ("p95_latency_s", "total_tokens_per_s", "p95_ttft_s", "rps", "error_rate")
+REQUIRED = bench_record.GROUP_FIELDS + METRICS[:2]
 
 
 def pixels(size):
@@ -34,20 +39,73 @@ def pixels(size):
     return width * height
 
 
+def is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def record_problem(record):
+    """What keeps the report from using a record, worded to follow "the record of <its group>"; None if nothing.
+
+    A record vllm_load_test wrote has every field; one that lacks a field or holds another kind of value comes
+    from elsewhere (an older collection, a hand edit), and would otherwise fail deep in a chart or a median.
+    """
+    missing = [name for name in REQUIRED if name not in record]
+    if missing:
+        return "lacks %s: expected the fields vllm_load_test writes (module_utils/bench_record.py FIELDS)" % (
+            ", ".join(missing))
+    try:
+        parse_size(record["image_size"])
+    except ValueError:
+        return "has image_size %r: expected WIDTHxHEIGHT" % (record["image_size"],)
+    for name in ("max_tokens", "concurrency"):
+        value = record[name]
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return "has %s %r: expected a whole number of at least 1" % (name, value)
+    for name in METRICS:
+        if record.get(name) is not None and not is_number(record[name]):
+            return "has %s %r: expected a number, or null" % (name, record[name])
+    if record.get("errors") is not None and not isinstance(record["errors"], dict):
+        return "has errors %r: expected an object of failure kinds and their counts" % (record["errors"],)
+    return None
+
+
 def load(report_dir):
     """Rows (records with their host and instance) of every results file, in the order the groups ran, and the
-    files with lines that held no record."""
+    files with lines that held no record. SystemExit, with the message an operator needs, when there is
+    nothing to report or a record the report cannot use."""
+    report_dir = pathlib.Path(report_dir)
+    expected = "expected the folder holding raw/<host>/<instance>%s" % bench_record.RESULTS_SUFFIX
+    if not report_dir.exists():
+        raise SystemExit("report folder %s does not exist: %s. Fix: give the folder the benchmark wrote (the "
+                         "ascend-vllm-fleet command names it when the benchmark ends)" % (report_dir, expected))
+    if not report_dir.is_dir():
+        raise SystemExit("report folder %s is not a folder: %s. Fix: give the folder the benchmark wrote"
+                         % (report_dir, expected))
     rows, skipped = [], []
-    raw = pathlib.Path(report_dir) / "raw"
+    raw = report_dir / "raw"
     for path in sorted(raw.glob("*/*" + bench_record.RESULTS_SUFFIX)):
+        where = path.relative_to(report_dir)
+        if path.is_dir():
+            raise SystemExit("%s is a folder: expected a results file (JSON Lines) there. Fix: move the folder out "
+                             "of %s" % (where, raw))
         host, instance = path.parent.name, bench_record.instance_name(path)
         records, cut = bench_record.read_results(path)
+        for record in records:
+            problem = record_problem(record)
+            if problem:
+                raise SystemExit("%s: the record of %s, max_tokens %s, concurrency %s %s. Fix: measure that group "
+                                 "again (the benchmark without resume) or delete its line" % (
+                                     where, record["image_size"], record["max_tokens"], record["concurrency"],
+                                     problem))
         rows += [dict(record, host=host, instance=instance) for record in records]
         if cut:
             skipped.append({"host": host, "instance": instance, "lines": cut})
     if not rows:
-        raise SystemExit("no benchmark results under %s (expected raw/<host>/<instance>%s)"
-                         % (raw, bench_record.RESULTS_SUFFIX))
+        unread = "".join("; raw/%s/%s%s: %d line(s) that hold no record" % (
+            entry["host"], entry["instance"], bench_record.RESULTS_SUFFIX, entry["lines"]) for entry in skipped)
+        raise SystemExit("no benchmark results under %s (expected raw/<host>/<instance>%s)%s. Fix: fetch the results "
+                         "first (the benchmark playbook does), or give the report folder that holds them"
+                         % (raw, bench_record.RESULTS_SUFFIX, unread))
     return rows, skipped
 
 
@@ -220,8 +278,22 @@ def render(name, **context):
 
 
 def build(report_dir, latency_target):
+    """Write the report's files into report_dir from its raw/ results; its summary. SystemExit, with the message
+    an operator needs, for anything in the way."""
+    if not (is_number(latency_target) and latency_target > 0):
+        raise SystemExit("--latency-target %g: expected seconds, a number more than 0. Fix: give the p95 latency the "
+                         "recommended concurrency must meet, such as %g"
+                         % (latency_target, bench_record.LATENCY_TARGET_S))
     report_dir = pathlib.Path(report_dir)
     rows, skipped = load(report_dir)
+    try:
+        return write_report(report_dir, rows, skipped, latency_target)
+    except OSError as error:
+        raise SystemExit("cannot write the report into %s: %s. Fix: make the folder writable, free disk space, or "
+                         "move away what stands where a report file goes" % (report_dir, error)) from None
+
+
+def write_report(report_dir, rows, skipped, latency_target):
     write_csv(rows, report_dir / "results.csv")
     reference, entries = comparison(rows)
     summary = {

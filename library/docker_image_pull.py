@@ -15,7 +15,10 @@ short_description: Make a Docker image present, pulling it with retries and expo
 description:
   - Does nothing when the image is already present (and, with C(digest), has that digest).
   - Otherwise runs C(docker pull), retrying with exponential backoff, because registries and mirrors
-    on the way to quay.io drop connections under load.
+    on the way to quay.io drop connections under load. Errors another attempt cannot fix (a tag the registry
+    does not have, a login it needs, no build for the host's architecture) fail at once, with their own fix.
+  - The name is checked against docker's grammar of image references before any call, and every name given
+    to docker follows C(--), so no value can become an option of docker.
   - With C(digest), the pulled image's repository digests must contain it, so a re-pushed tag is caught.
   - Uses the Docker CLI only; needs no Python Docker SDK on the host.
 version_added: "1.0.0"
@@ -23,22 +26,24 @@ author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
 options:
   name:
-    description: Image reference with its tag, for example C(quay.io/ascend/vllm-ascend:v0.18.0rc1-310p).
+    description:
+      - Image reference with its tag, for example C(quay.io/ascend/vllm-ascend:v0.18.0rc1-310p).
+      - It may end in C(@sha256:<digest>); C(digest), when given too, must be the same.
     type: str
     required: true
   digest:
-    description: Expected content digest (C(sha256:...)) of the image in its registry.
+    description: Expected content digest of the image in its registry, C(sha256:) and 64 lowercase hex digits.
     type: str
   retries:
-    description: Pull attempts before giving up.
+    description: Pull attempts before giving up (at least 1).
     type: int
     default: 5
   delay:
-    description: Seconds before the second attempt; doubled after each failure.
+    description: Seconds before the second attempt; doubled after each failure (0 or more).
     type: float
     default: 5
   max_delay:
-    description: Longest wait between two attempts.
+    description: Longest wait between two attempts, in seconds (0 or more).
     type: float
     default: 120
   docker:
@@ -49,6 +54,8 @@ attributes:
   check_mode:
     description: Can run in check mode and report whether a pull would happen.
     support: full
+    details: Where C(docker) cannot run yet (in a check run the docker_runtime role installs nothing), it
+      reports that a pull would happen instead of failing.
   diff_mode:
     description: Would show what the module changed.
     support: none
@@ -86,12 +93,12 @@ repo_digests:
   sample: ["quay.io/ascend/vllm-ascend@sha256:4f1c..."]
 attempts:
   description: Pull attempts made (0 when the image was already there, and in check mode).
-  returned: always, except when an option is invalid
+  returned: always, except when an option is invalid or docker cannot run
   type: int
   sample: 1
 errors:
   description: The last line of each failed pull's output, oldest first.
-  returned: when every pull attempt failed
+  returned: when every pull attempt failed, or one failed with an error another attempt cannot fix
   type: list
   elements: str
   sample: ["Error response from daemon: Get \"https://quay.io/v2/\": net/http: TLS handshake timeout"]
@@ -103,18 +110,70 @@ msg:
 """
 
 import json
-import subprocess
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.docker_cli import DockerUnavailable, run_docker
+from ansible.module_utils.option_checks import (
+    OptionError,
+    number_at_least,
+    text_given,
+    unexpected_failure,
+)
+
+# Docker's grammar of image references (github.com/distribution/reference, regexp.go), checked before any call:
+# docker would refuse a name that does not match it, and retrying that, blamed on the network, helps nobody.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = r"(?:%s(?:\.%s)*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?" % (_DOMAIN_COMPONENT, _DOMAIN_COMPONENT)
+REFERENCE = re.compile(r"(?P<name>(?:%s/)?%s(?:/%s)*)(?::[\w][\w.-]{0,127})?"
+                       r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?"
+                       % (_DOMAIN, _PATH_COMPONENT, _PATH_COMPONENT), re.ASCII)
+NAME_MAX = 255
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+REFERENCE_FORM = ("an image reference, [registry[:port]/]repository[:tag][@sha256:<digest>], for example "
+                  "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p")
+# Pull errors another attempt cannot fix, as docker words them (lower case), with their fix; the first that the
+# error holds decides, so the narrower wordings come first.
+PERMANENT = (
+    ("invalid reference format", "correct the image name (fleet_image, or the fleet_image_* settings it is made of)"),
+    ("permission denied while trying to connect to the docker daemon",
+     "run the task as root (become: true) or as a member of the docker group"),
+    ("no matching manifest", "the image has no build for this host's architecture: pick a tag built for it"),
+    ("manifest unknown", "the tag is not in the registry: check fleet_image_version against the registry's tags, "
+                         "or that the mirror (fleet_image_registry_mirror) holds it"),
+    ("repository does not exist", "check fleet_image_repository, or log in on the host: docker login <registry>"),
+    ("name unknown", "the repository is not in the registry: check fleet_image_repository"),
+    ("unauthorized", "log in on the host (docker login <registry>), or use a mirror that needs no login"),
+    ("requested access to the resource is denied", "log in on the host (docker login <registry>) with an account "
+                                                   "that may pull the image"),
+)
+DAEMON_DOWN = "cannot connect to the docker daemon"
+
+
+class PullError(Exception):
+    """The image could not be made present; the message says why and how to fix it, result what else to return."""
+
+    def __init__(self, message, **result):
+        super(PullError, self).__init__(message)
+        self.result = result
 
 
 def inspect(docker, name):
-    result = subprocess.run([docker, "image", "inspect", name], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            universal_newlines=True, check=False)
-    if result.returncode != 0:
+    """What `docker image inspect` says of the image, or None when it has no such image."""
+    code, out, _err = run_docker(docker, "image", "inspect", "--", name)
+    if code != 0:
         return None
-    return json.loads(result.stdout)[0]
+    try:
+        described = json.loads(out)
+    except ValueError:
+        described = None
+    if not (isinstance(described, list) and described and isinstance(described[0], dict)):
+        raise PullError("`%s image inspect -- %s` answered exit 0 but not the JSON list of image descriptions the "
+                        "Docker CLI prints: %r. Fix: check that docker (%s) is the Docker CLI and not a wrapper "
+                        "that prints something else" % (docker, name, out[:200], docker))
+    return described[0]
 
 
 def registry_of(name):
@@ -123,7 +182,106 @@ def registry_of(name):
 
 
 def has_digest(image, digest):
-    return any(entry.endswith("@" + digest) for entry in image.get("RepoDigests") or [])
+    return any(isinstance(entry, str) and entry.endswith("@" + digest) for entry in image.get("RepoDigests") or [])
+
+
+def reference_problem(name):
+    """What keeps name from being an image reference docker accepts (worded after `name <name>`), or None."""
+    if not name:
+        return "is empty"
+    if name.startswith("-"):
+        return "%r starts with '-', which docker would read as an option" % name
+    if any(character.isspace() for character in name):
+        return "%r holds white space" % name
+    found = REFERENCE.fullmatch(name)
+    if not found:
+        if REFERENCE.fullmatch(name.lower()):
+            return "%r has capital letters where docker requires lowercase (the repository path)" % name
+        return "%r is not an image reference" % name
+    if len(found.group("name")) > NAME_MAX:
+        return "%r is longer than docker's %d characters for a repository name" % (name, NAME_MAX)
+    if found.group("digest") and found.group("digest").startswith("sha256:") and not DIGEST.fullmatch(
+            found.group("digest")):
+        return "%r names a sha256 digest that is not 64 lowercase hex digits" % name
+    return None
+
+
+def check_options(params):
+    name, digest = params["name"], params["digest"]
+    problem = reference_problem(name)
+    if problem:
+        raise OptionError("name %s: expected %s. Fix: correct fleet_image (or the fleet_image_* settings it is "
+                          "made of)" % (problem, REFERENCE_FORM))
+    if digest and not DIGEST.fullmatch(digest):
+        raise OptionError("digest %r: expected sha256: and 64 lowercase hex digits, as `docker images --digests` "
+                          "shows. Fix: copy the whole digest into vllm_image_digest" % digest)
+    named = REFERENCE.fullmatch(name).group("digest")
+    if digest and named and named != digest:
+        raise OptionError("name %r names the digest %s but digest is %s: expected one digest. Fix: pin the image "
+                          "in one place, vllm_image_digest" % (name, named, digest))
+    number_at_least(params, "retries", 1, "set vllm_image_pull_retries to 1 or more")
+    number_at_least(params, "delay", 0, "set vllm_image_pull_delay to the seconds before the second attempt")
+    number_at_least(params, "max_delay", 0, "give the longest wait between attempts, in seconds")
+    text_given(params, "docker", "the Docker CLI to run, such as docker or /usr/bin/docker",
+               "set fleet_docker_bin")
+
+
+def pull(params):
+    """Pull until it works, retrying what another attempt may fix; the number of attempts made."""
+    name, docker, retries = params["name"], params["docker"], params["retries"]
+    delay, errors = params["delay"], []
+    for attempt in range(1, retries + 1):
+        code, out, err = run_docker(docker, "pull", "--", name)
+        if code == 0:
+            return attempt
+        lines = (err.strip() or out.strip()).splitlines()
+        errors.append(lines[-1] if lines else "exit %d" % code)
+        permanent = [fix for wording, fix in PERMANENT if wording in errors[-1].lower()]
+        if permanent:
+            raise PullError("could not pull %s: %s; not retried, as another attempt gets the same answer. Fix: %s"
+                            % (name, errors[-1], permanent[0]), attempts=attempt, errors=errors)
+        if attempt < retries:
+            time.sleep(delay)
+            delay = min(delay * 2, params["max_delay"])
+    if DAEMON_DOWN in errors[-1].lower():
+        fix = "start the Docker daemon (systemctl start docker) and check `journalctl -u docker`"
+    else:
+        fix = ("check that the host reaches %s (proxy, firewall, DNS), or set fleet_image_registry_mirror to a "
+               "registry it can reach, or use vllm_image_offline_tarball to load a `docker save` archive"
+               % registry_of(name))
+    raise PullError("could not pull %s after %d attempts; last error: %s. Fix: %s" % (name, retries, errors[-1], fix),
+                    attempts=retries, errors=errors)
+
+
+def make_present(module):
+    """The module's result once the image is there (in check mode: what would happen)."""
+    params = module.params
+    name, digest, docker = params["name"], params["digest"], params["docker"]
+    try:
+        image = inspect(docker, name)
+    except DockerUnavailable as error:
+        if not module.check_mode:
+            raise
+        # In a check run the docker_runtime role before this one installs nothing.
+        return dict(changed=True, attempts=0, msg="would pull %s; %s yet, which a real run needs: the "
+                                                  "docker_runtime role installs the Docker CLI" % (name, error.why))
+    if image and (not digest or has_digest(image, digest)):
+        return dict(changed=False, image_id=image.get("Id"), repo_digests=image.get("RepoDigests") or [],
+                    attempts=0)
+    if module.check_mode:
+        return dict(changed=True, attempts=0, msg="would pull %s" % name)
+    attempts = pull(params)
+    image = inspect(docker, name)
+    if image is None:
+        raise PullError("`%s pull -- %s` succeeded but `%s image inspect` finds no image %s. Fix: check that the "
+                        "daemon keeps images (its storage driver and free disk, `docker info`)"
+                        % (docker, name, docker, name), attempts=attempts)
+    if digest and not has_digest(image, digest):
+        raise PullError("%s was pulled but its digests are %s, not %s: the tag now points at another image. Fix: pin "
+                        "the digest you tested, or update vllm_image_digest after checking the new image"
+                        % (name, image.get("RepoDigests"), digest), attempts=attempts)
+    return dict(changed=True, image_id=image.get("Id"), repo_digests=image.get("RepoDigests") or [],
+                attempts=attempts)
 
 
 def main():
@@ -138,43 +296,16 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    name, digest, docker = params["name"], params["digest"], params["docker"]
-    if digest and not digest.startswith("sha256:"):
-        module.fail_json(msg="digest %r: expected sha256:<64 hex digits>, as `docker images --digests` shows" % digest)
-    if params["retries"] < 1:
-        module.fail_json(msg="retries is %d: expected at least 1" % params["retries"])
-    image = inspect(docker, name)
-    if image and (not digest or has_digest(image, digest)):
-        module.exit_json(changed=False, image_id=image["Id"], repo_digests=image.get("RepoDigests") or [],
-                         attempts=0)
-    if module.check_mode:
-        module.exit_json(changed=True, attempts=0, msg="would pull %s" % name)
-    delay, errors = params["delay"], []
-    for attempt in range(1, params["retries"] + 1):
-        result = subprocess.run([docker, "pull", name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                universal_newlines=True, check=False)
-        if result.returncode == 0:
-            break
-        errors.append(result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "exit %d"
-                      % result.returncode)
-        if attempt < params["retries"]:
-            time.sleep(delay)
-            delay = min(delay * 2, params["max_delay"])
-    else:
-        module.fail_json(
-            msg="could not pull %s after %d attempts; last error: %s. Fix: check that the host reaches %s "
-                "(proxy, firewall, DNS), or set fleet_image_registry_mirror to a registry it can reach, or use "
-                "vllm_image_offline_tarball to load a `docker save` archive" % (
-                    name, params["retries"], errors[-1], registry_of(name)),
-            attempts=params["retries"], errors=errors)
-    image = inspect(docker, name)
-    if digest and not has_digest(image, digest):
-        module.fail_json(msg="%s was pulled but its digests are %s, not %s: the tag now points at another image. "
-                             "Fix: pin the digest you tested, or update vllm_image_digest after checking the new "
-                             "image" % (name, image.get("RepoDigests"), digest), attempts=attempt)
-    module.exit_json(changed=True, image_id=image["Id"], repo_digests=image.get("RepoDigests") or [],
-                     attempts=attempt)
+    try:
+        check_options(module.params)
+        result = make_present(module)
+    except PullError as error:
+        module.fail_json(msg=str(error), **error.result)
+    except OptionError as error:
+        module.fail_json(msg=str(error))
+    except Exception as error:  # anything unforeseen still names the image, not a traceback
+        module.fail_json(msg=unexpected_failure("making the image %s present" % module.params["name"], error))
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

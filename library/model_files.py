@@ -18,17 +18,20 @@ description:
     missing shards).
   - Reports what is missing instead of failing, unless C(fail_on_incomplete) is set; then the failure
     message lists every missing or empty file.
+  - An index that is not a JSON object of shard files, or that names a shard outside the folder (an absolute
+    path, a C(..) path), makes the folder incomplete, so no file elsewhere on the host counts as the model's.
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
 options:
   path:
-    description: The model folder on the host.
+    description: The model folder on the host, as an absolute path.
     type: path
     required: true
   required:
     description:
-      - Files that must exist besides C(model.safetensors.index.json) and every shard it names.
+      - Files that must exist besides C(model.safetensors.index.json) and every shard it names, as names
+        relative to C(path) (an absolute or C(..) name is refused).
       - Which files a model needs depends on the model, so the caller names them (the model_weights role
         passes C(model_weights_required_files)).
     type: list
@@ -42,6 +45,9 @@ attributes:
   check_mode:
     description: Can run in check mode and report the same as without it.
     support: full
+    details: With C(fail_on_incomplete), an incomplete folder is reported in C(msg) and a warning instead of
+      failing, because the tasks that would fill it before this one (a copy, a download) do not run in check
+      mode.
   diff_mode:
     description: Would show what the module changed.
     support: none
@@ -91,7 +97,8 @@ total_bytes:
   sample: 17534340096
 msg:
   description: Every missing or empty file and why the folder is incomplete, with the fix.
-  returned: when the folder is incomplete and C(fail_on_incomplete) is set
+  returned: when the folder is incomplete and C(fail_on_incomplete) is set (in check mode, starting with
+    C(check mode:) and the module does not fail)
   type: str
   sample: "model folder /data/models/Qwen3-VL-8B-Instruct is incomplete: missing: tokenizer.json. Fix: ..."
 """
@@ -101,35 +108,83 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.option_checks import OptionError, unexpected_failure
 
 INDEX = "model.safetensors.index.json"
+# How the index's JSON values are named in messages, as its author would name them.
+JSON_KINDS = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
+              bool: "true or false", type(None): "null"}
+
+
+def outside_problem(name):
+    """Why name is no file inside the model folder, or None.
+
+    The index and `required` name files relative to the folder; an absolute or `..` path would make a file
+    elsewhere on the host count as part of the model.
+    """
+    if not isinstance(name, str) or not name or "\0" in name:
+        return "%r, not a file name" % (name,)
+    if os.path.isabs(name) or os.path.normpath(name).split(os.sep)[0] == os.pardir:
+        return "%r, outside the model folder" % name
+    return None
 
 
 def shards_of(path, problems):
-    """Shards the index names; without an index, the *.safetensors found, so the report still shows them."""
+    """Shards the index names; without an index, the *.safetensors found, so the report still shows them.
+
+    What makes the index unusable goes to problems: the folder is then incomplete, whatever is on disk.
+    """
     index = os.path.join(path, INDEX)
     if not os.path.isfile(index):
         return sorted(os.path.basename(found) for found in glob.glob(os.path.join(path, "*.safetensors")))
     try:
-        with open(index) as handle:
-            weight_map = json.load(handle).get("weight_map", {})
-    except ValueError as error:
+        with open(index, encoding="utf-8") as handle:
+            content = json.load(handle)
+    except ValueError as error:  # bytes that are not UTF-8 too
         problems.append("%s is not valid JSON (%s): re-copy it" % (INDEX, error))
         return []
+    if not isinstance(content, dict):
+        problems.append("%s holds %s, expected a JSON object with a weight_map: re-copy it"
+                        % (INDEX, JSON_KINDS.get(type(content), "no object")))
+        return []
+    weight_map = content.get("weight_map")
     if not weight_map:
         problems.append("%s names no weight shard (no weight_map): re-copy it" % INDEX)
-    return sorted(set(weight_map.values()))
+        return []
+    if not isinstance(weight_map, dict):
+        problems.append("%s: weight_map is %s, expected an object of tensor names to shard files: re-copy it"
+                        % (INDEX, JSON_KINDS.get(type(weight_map), "no object")))
+        return []
+    shards = set()
+    for shard in weight_map.values():
+        problem = outside_problem(shard)
+        if problem:
+            problems.append("%s: weight_map names %s, expected a file name inside the folder: re-copy it"
+                            % (INDEX, problem))
+        else:
+            shards.add(shard)
+    return sorted(shards)
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            required=dict(type="list", elements="str", default=[]),
-            fail_on_incomplete=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+def check_options(params):
+    path = params["path"]
+    example = "the model folder on the host, for example /data/models/Qwen3-VL-8B-Instruct"
+    if not path:
+        raise OptionError("path is empty: expected %s. Fix: set fleet_model_dir" % example)
+    if "\0" in path:
+        raise OptionError("path %r holds a NUL byte: expected %s. Fix: correct fleet_model_dir" % (path, example))
+    if not os.path.isabs(path):
+        raise OptionError("path %r is relative, which the host would read from the module's temporary folder: "
+                          "expected an absolute path, %s. Fix: correct fleet_model_dir" % (path, example))
+    for name in params["required"]:
+        problem = outside_problem(name)
+        if problem:
+            raise OptionError("required names %s: expected file names inside path, such as config.json. Fix: "
+                              "correct model_weights_required_files" % problem)
+
+
+def check_folder(module):
+    """The module's result for its folder, and the message of an incomplete one (None when complete)."""
     path = module.params["path"]
     problems, missing, empty, total = [], [], [], 0
     shards = shards_of(path, problems) if os.path.isdir(path) else []
@@ -144,14 +199,42 @@ def main():
             total += os.path.getsize(full)
     complete = os.path.isdir(path) and not (missing or empty or problems)
     result = dict(changed=False, complete=complete, missing=missing, empty=empty, shards=shards, total_bytes=total)
-    if not complete and module.params["fail_on_incomplete"]:
-        if not os.path.isdir(path):
-            why = "the folder does not exist"
-        else:
-            why = "; ".join(problems + (["missing: " + ", ".join(missing)] if missing else [])
-                            + (["empty: " + ", ".join(empty)] if empty else []))
-        module.fail_json(msg="model folder %s is incomplete: %s. Fix: copy the whole model folder again (or set "
-                             "model_weights_source to stage it), then re-run" % (path, why), **result)
+    if complete:
+        return result, None
+    if os.path.isfile(path):
+        why = "%s is a file, not a folder" % path
+    elif not os.path.isdir(path):
+        why = "the folder does not exist"
+    else:
+        why = "; ".join(problems + (["missing: " + ", ".join(missing)] if missing else [])
+                        + (["empty: " + ", ".join(empty)] if empty else []))
+    return result, ("model folder %s is incomplete: %s. Fix: copy the whole model folder again (or set "
+                    "model_weights_source to stage it), then re-run" % (path, why))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            required=dict(type="list", elements="str", default=[]),
+            fail_on_incomplete=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        check_options(module.params)
+        result, incomplete = check_folder(module)
+    except OptionError as error:
+        module.fail_json(msg=str(error))
+    except Exception as error:  # anything unforeseen still names the folder, not a traceback
+        module.fail_json(msg=unexpected_failure("checking the model folder %s" % module.params["path"], error))
+    if incomplete and module.params["fail_on_incomplete"]:
+        if module.check_mode:
+            # The tasks that would fill the folder (a copy, a download command) do not run in check mode.
+            message = "check mode: a real run fails here unless a task before this one fills the folder: " + incomplete
+            module.warn(message)
+            module.exit_json(msg=message, **result)
+        module.fail_json(msg=incomplete, **result)
     module.exit_json(**result)
 
 

@@ -21,7 +21,10 @@ description:
     example C(ret is -8005) or C(-8020), which npu-smi prints on stdout) gives C(ready=false) with the known
     causes and fixes in C(problems). When one query fails, the facts of the others still come back and the
     failure is listed in C(problems).
-  - NPU IDs are read from npu-smi, never derived (real hosts show IDs such as 1, 2, 4, 5 or 224).
+  - NPU IDs are read from npu-smi, never derived (real hosts show IDs such as 1, 2, 4, 5 or 224). A chip whose
+    table rows hold no integer NPU ID or chip ID is left out and makes C(ready=false), named in C(problems).
+  - Output and files that are not UTF-8 are read with the odd bytes replaced (U+FFFD), and C(problems) says so.
+  - Fails only on options it cannot use (an empty path, a C(timeout) below 1).
   - Needs only the Python standard library (Python 3.8 or later) on the host.
 version_added: "1.0.0"
 author:
@@ -48,7 +51,7 @@ options:
     type: path
     default: /dev
   timeout:
-    description: Seconds to wait for each npu-smi call; a wedged driver can make npu-smi hang.
+    description: Seconds to wait for each npu-smi call (at least 1); a wedged driver can make npu-smi hang.
     type: int
     default: 60
 attributes:
@@ -109,7 +112,7 @@ ansible_facts:
           type: bool
           sample: true
         ready:
-          description: npu-smi listed the chips without a dcmi error.
+          description: npu-smi listed the chips without a dcmi error, each with integer NPU and chip IDs.
           returned: always
           type: bool
           sample: true
@@ -465,16 +468,32 @@ from ansible.module_utils.npu_smi import (
     parse_table,
     parse_version_file,
 )
+from ansible.module_utils.option_checks import OptionError, number_at_least, text_given, unexpected_failure
 
 SEARCH_PATH = ("/usr/local/bin", "/usr/local/sbin")
 
 
-def read_text(path):
+def utf8_text(data, source, problems):
+    """data as text; bytes that are not UTF-8 become U+FFFD, and problems (when given) says so, naming source."""
     try:
-        with open(path) as handle:
-            return handle.read()
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        if problems is not None:
+            problems.append("%s bytes that are not UTF-8, read as U+FFFD: values holding them may be wrong. Fix: "
+                            "for npu-smi, give root a UTF-8 locale (LANG=en_US.UTF-8; a zh_CN one may print GBK); "
+                            "for a file, restore it from the driver package" % source)
+        return data.decode("utf-8", "replace")
+
+
+def read_text(path, problems=None):
+    """The text of a file, or None when it cannot be read. The kernel's /proc files are ASCII: their readers
+    give no problems to tell of other bytes."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
     except (IOError, OSError):
         return None
+    return utf8_text(data, "%s holds" % path, problems)
 
 
 def cpu_model():
@@ -510,12 +529,12 @@ class Gatherer:
         command = [path] + list(args)
         try:
             result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    universal_newlines=True, timeout=self.params["timeout"], check=False)
+                                    timeout=self.params["timeout"], check=False)
         except subprocess.TimeoutExpired:
             return None, "timed out after %ss" % self.params["timeout"]
         except OSError as error:
             return None, str(error)
-        return result.returncode, result.stdout
+        return result.returncode, utf8_text(result.stdout, "`npu-smi %s` printed" % " ".join(args), self.problems)
 
     def query(self, path, *args):
         """stdout of a successful npu-smi call, else None with the failure recorded in problems."""
@@ -540,6 +559,10 @@ class Gatherer:
         self.read_files(facts)
         self.read_devices(facts)
         path = self.find_npu_smi()
+        if not path and params["npu_smi"] and os.path.exists(params["npu_smi"]):
+            self.problems.append("npu_smi %s is not an executable file. Fix: set the npu_smi option (fleet_npu_smi) "
+                                 "to the npu-smi program, or leave it empty to look on PATH" % params["npu_smi"])
+            return facts
         if not path:
             self.problems.append(
                 "npu-smi not found (%s). Fix: install the Ascend driver package, which provides npu-smi, or set "
@@ -561,9 +584,14 @@ class Gatherer:
                      processes=table["processes"])
         for process in facts["processes"]:
             process["container_id"] = container_of(process["pid"])
+        for row in table["unreadable_rows"]:
+            self.problems.append("`npu-smi info` %s: the chip is left out and the host is not ready, as its card, "
+                                 "logic id and device cannot be told. Fix: compare `npu-smi info` by hand with the "
+                                 "samples in this collection's tests (tests/fixtures/npu-smi); a driver that prints "
+                                 "another table needs the parser (module_utils/npu_smi.py) taught" % row)
         self.merge_chips(facts, path, table["chips"])
         self.read_cards(facts, path)
-        facts["ready"] = bool(facts["chips"])
+        facts["ready"] = bool(facts["chips"]) and not table["unreadable_rows"]
         if not facts["chips"]:
             self.problems.append("`npu-smi info` listed no NPU chip. Fix: check that the cards are seated and "
                                  "visible (`lspci | grep d500`) and that the driver is loaded")
@@ -628,16 +656,16 @@ class Gatherer:
 
     def read_files(self, facts):
         params = self.params
-        driver = read_text(os.path.join(params["driver_home"], "version.info"))
+        driver = read_text(os.path.join(params["driver_home"], "version.info"), self.problems)
         if driver is None:
             self.problems.append("%s/version.info not readable: the driver is not installed there. Fix: install "
                                  "the driver or set driver_home" % params["driver_home"])
         else:
             facts["driver_version_file"] = parse_version_file(driver).get("Version")
-        firmware = read_text(os.path.join(params["firmware_home"], "version.info"))
+        firmware = read_text(os.path.join(params["firmware_home"], "version.info"), self.problems)
         if firmware is not None:
             facts["firmware_version_file"] = parse_version_file(firmware).get("Version")
-        install = read_text(params["install_info"])
+        install = read_text(params["install_info"], self.problems)
         if install is not None:
             facts["install_info"] = parse_version_file(install)
 
@@ -648,6 +676,16 @@ class Gatherer:
         for name in MANAGER_DEVICES:
             path = os.path.join(dev, name)
             (facts["manager_devices"] if os.path.exists(path) else facts["missing_manager_devices"]).append(path)
+
+
+def check_options(params):
+    number_at_least(params, "timeout", 1, "set fleet_npu_smi_timeout to the seconds an npu-smi call may take")
+    for option, expected, setting in (
+            ("driver_home", "a folder such as /usr/local/Ascend/driver", "fleet_driver_home"),
+            ("firmware_home", "a folder such as /usr/local/Ascend/firmware", "fleet_firmware_home"),
+            ("install_info", "a file such as /etc/ascend_install.info", "fleet_install_info"),
+            ("dev_dir", "a folder such as /dev", "fleet_dev_dir")):
+        text_given(params, option, expected, "set %s, or leave it out for the default" % setting)
 
 
 def params_dev(params):
@@ -666,7 +704,14 @@ def main():
         ),
         supports_check_mode=True,
     )
-    facts = Gatherer(module).gather()
+    try:
+        check_options(module.params)
+        facts = Gatherer(module).gather()
+    except OptionError as error:
+        module.fail_json(msg=str(error))
+    except Exception as error:  # anything unforeseen still says what was being done, not a traceback
+        module.fail_json(msg=unexpected_failure("gathering the NPU facts with %s" % (
+            module.params["npu_smi"] or "the npu-smi on PATH"), error))
     module.exit_json(changed=False, ansible_facts={"ascend": facts})
 
 

@@ -22,9 +22,13 @@ description:
   - The metrics follow the definitions of vLLM's C(vllm bench serve) - latency is request sent to last byte,
     TTFT is sent to first content token, token counts are the server's C(usage); every field of a record,
     with its unit and definition, is listed in C(module_utils/bench_record.py) (C(FIELDS)) and in each report.
-  - Failed requests (HTTP errors, refused connections, resets mid-stream, timeouts, answers without usage)
-    count in C(failed) and, by kind, in C(errors); they never enter latency statistics. A group whose error
-    rate passes C(error_threshold) is marked C(unreliable), not hidden.
+  - Failed requests (HTTP errors, refused connections, resets mid-stream, timeouts, answers without usage, the
+    error event vLLM streams when its engine fails mid-request - C(stream_error) - and streams that are not
+    chat completion chunks - C(malformed_stream)) count in C(failed) and, by kind, in C(errors); they never
+    enter latency statistics and never end the run. A group whose error rate passes C(error_threshold) is
+    marked C(unreliable), not hidden.
+  - Options it cannot use (an empty list, a value listed twice, a number out of range, a results file that is
+    a folder, an image file that is no PNG or JPEG) fail before any request is sent or file written.
   - With C(results_file), each finished group is appended as one JSON line as soon as it finishes, and
     C(<results_file>.progress.json) tells which group runs and how far it is, and when the run ended and why;
     with C(resume), groups already in the file are not run again (unless marked unreliable), so an
@@ -45,22 +49,24 @@ options:
     description: Bearer token for a server started with C(--api-key).
     type: str
   image_sizes:
-    description: Image sizes, each C(WIDTHxHEIGHT).
+    description:
+      - Image sizes, each C(WIDTHxHEIGHT), each listed once.
+      - Generated images are at most 8192 on a side; with C(image_files) the sizes only label the groups.
     type: list
     elements: str
     default: [1920x1080, 1280x720, 640x480]
   max_tokens:
-    description: Output lengths (C(max_tokens)) to measure.
+    description: Output lengths (C(max_tokens)) to measure, each at least 1 and listed once.
     type: list
     elements: int
     default: [256, 64, 32]
   concurrency:
-    description: Numbers of requests kept in flight.
+    description: Numbers of requests kept in flight, each at least 1 and listed once.
     type: list
     elements: int
     default: [1, 8, 16, 32, 64]
   requests_per_group:
-    description: Requests per group.
+    description: Requests per group (at least 1).
     type: int
     default: 64
   prompt:
@@ -83,11 +89,13 @@ options:
     elements: path
     default: []
   warmup_requests:
-    description: Requests sent before the first group, not measured (the first requests after a load are slow).
+    description: Requests sent before the first group, not measured (the first requests after a load are slow); 0
+      or more.
     type: int
     default: 2
   request_timeout_s:
-    description: Seconds a request may wait for any byte (connecting, the first token, each next chunk).
+    description: Seconds a request may wait for any byte (connecting, the first token, each next chunk); more
+      than 0.
     type: float
     default: 600
   new_group_deadline_s:
@@ -101,7 +109,8 @@ options:
     type: float
     default: 0.05
   results_file:
-    description: JSON Lines file on the host, one line per finished group; its progress file goes beside it.
+    description: JSON Lines file on the host, one line per finished group; its progress file goes beside it. Not
+      a folder.
     type: path
   resume:
     description: Skip the groups already in C(results_file), except those marked unreliable.
@@ -241,7 +250,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.bench_record import ProgressWriter, append_result, group_key, read_results, summarise
 from ansible.module_utils.openai_client import Client, ClientError, ImageChat, StreamResult, image_data_url
-from ansible.module_utils.png_images import ImageSeries, parse_size
+from ansible.module_utils.option_checks import OptionError, number_above, number_at_least, unexpected_failure
+from ansible.module_utils.png_images import MAX_SIDE, ImageSeries, generated_size, parse_size
 
 ARGUMENT_SPEC = dict(
     base_url=dict(type="str", default="http://127.0.0.1:8000"),
@@ -267,35 +277,86 @@ ARGUMENT_SPEC = dict(
 WARMUP_MAX_TOKENS = 16
 
 
-class BenchmarkError(Exception):
-    """Bad input or an endpoint that can't be measured; the message says which and how to fix it."""
+# Every error of the load test's own is an option's value it cannot use (a model the server does not serve
+# included); an endpoint it cannot reach is a ClientError.
+BenchmarkError = OptionError
+
+
+# How a PNG and a JPEG file begin: a file that begins otherwise would fail every request of the run.
+IMAGE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
+
+
+def check_results_file(path):
+    """Refuse a results file that cannot be one, before its progress file is written beside it."""
+    if not path:
+        return
+    fix = "Fix: give a file path such as /var/lib/vllm-bench/vllm-ascend.jsonl (the vllm_bench role makes one in " \
+          "vllm_bench_results_dir)"
+    if os.path.isdir(path):
+        raise BenchmarkError("results_file %s is a folder: expected a JSON Lines file. %s" % (path, fix))
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise BenchmarkError("results_file %s is below %s, which is a file: expected a path whose folders are "
+                             "folders. %s" % (path, folder, fix))
+
+
+def check_image_file(path):
+    if not os.path.exists(path):
+        problem = "does not exist on the host"
+    elif os.path.isdir(path):
+        problem = "is a folder"
+    else:
+        with open(path, "rb") as handle:
+            start = handle.read(8)
+        if start.startswith(IMAGE_SIGNATURES):
+            return
+        problem = "is not a PNG or JPEG (it starts with %r)" % start
+    raise BenchmarkError("image_files: %s %s: expected PNG or JPEG files on the host. Fix: copy the images there "
+                         "first, or leave image_files empty to send generated ones" % (path, problem))
 
 
 def validate(params):
+    """The client of base_url, once every option is one the module can use; BenchmarkError or ClientError,
+    naming the option, otherwise."""
     for option in ("image_sizes", "max_tokens", "concurrency"):
-        if not params[option]:
-            raise BenchmarkError("%s: the list is empty; give at least one value" % option)
+        values = params[option]
+        if not values:
+            raise BenchmarkError("%s: the list is empty: expected at least one value. Fix: give one, or leave %s "
+                                 "out for the default" % (option, option))
+        for value in values:
+            if values.count(value) > 1:
+                raise BenchmarkError("%s: %s is listed twice: expected each value once, as each group is measured "
+                                     "once. Fix: list it once" % (option, value))
+    # Sizes only label the groups of image_files; generated images must be small enough to make on the host.
+    size_of = parse_size if params["image_files"] else generated_size
     for size in params["image_sizes"]:
         try:
-            parse_size(size)
+            size_of(size)
         except ValueError as error:
-            raise BenchmarkError("image_sizes: %s" % error) from None
+            raise BenchmarkError("image_sizes: %s. Fix: give sizes as WIDTHxHEIGHT, each side at most %d; for larger "
+                                 "images send image_files" % (error, MAX_SIDE)) from None
     for option in ("max_tokens", "concurrency"):
         for value in params[option]:
             if value < 1:
-                raise BenchmarkError("%s: %d is not allowed; every value must be at least 1" % (option, value))
-    if params["requests_per_group"] < 1:
-        raise BenchmarkError("requests_per_group: %d is not allowed; it must be at least 1"
-                             % params["requests_per_group"])
-    if not 0 <= params["error_threshold"] <= 1:
-        raise BenchmarkError("error_threshold: %s must be between 0 and 1" % params["error_threshold"])
-    if params["request_timeout_s"] <= 0:
-        raise BenchmarkError("request_timeout_s: %s must be more than 0 seconds" % params["request_timeout_s"])
+                raise BenchmarkError("%s: %d is not allowed: expected every value at least 1. Fix: correct it"
+                                     % (option, value))
+    number_at_least(params, "requests_per_group", 1, "give how many requests each group sends")
+    number_at_least(params, "warmup_requests", 0, "give 0 for no warm-up")
+    number_above(params, "request_timeout_s", 0, "give the seconds a request may wait for any byte")
+    number_at_least(params, "new_group_deadline_s", 0, "give 0 for no deadline")
+    number_at_least(params, "estimate_seconds_per_token", 0, "give the decode time of a token, about 0.09 s on 310P3")
+    if not (math.isfinite(params["error_threshold"]) and 0 <= params["error_threshold"] <= 1):
+        raise BenchmarkError("error_threshold: %s is not allowed: expected a number between 0 and 1. Fix: give the "
+                             "share of failed requests that makes a group unreliable, such as 0.05"
+                             % params["error_threshold"])
     for path in params["image_files"]:
-        if not os.path.isfile(path):
-            raise BenchmarkError("image_files: %s does not exist on the host" % path)
+        check_image_file(path)
     if params["resume"] and not params["results_file"]:
-        raise BenchmarkError("resume: needs results_file, the file the finished groups are read from")
+        raise BenchmarkError("resume: needs results_file, the file the finished groups are read from. Fix: give "
+                             "results_file, or set resume to false")
+    return Client(params["base_url"], params["api_key"], params["request_timeout_s"])
 
 
 def plan(params):
@@ -396,8 +457,7 @@ def count_request(progress, state):
     progress.update(state)
 
 
-def measure(params, groups, result, progress):
-    client = Client(params["base_url"], params["api_key"], params["request_timeout_s"])
+def measure(params, client, groups, result, progress):
     served = client.models()
     model = params["model"] or (served[0] if served else None)
     if model not in served:
@@ -436,17 +496,18 @@ def measure(params, groups, result, progress):
 def run(params, check_mode=False):
     """The module's result: the matrix planned and, unless in check mode, measured. Whoever follows the
     progress file learns at once that the run ended, and why."""
+    check_results_file(params["results_file"])
     progress = ProgressWriter(None if check_mode else params["results_file"])
     result = {"base_url": params["base_url"], "model": params["model"], "results_file": params["results_file"],
               "planned_groups": 0, "planned_requests": 0, "estimated_seconds": 0.0, "stopped_by_deadline": False,
               "groups": []}
     try:
-        validate(params)
+        client = validate(params)
         groups = plan(params)
         result.update(planned_groups=len(groups), planned_requests=len(groups) * params["requests_per_group"],
                       estimated_seconds=estimate_seconds(groups, params))
         if not check_mode:
-            measure(params, groups, result, progress)
+            measure(params, client, groups, result, progress)
     except BaseException as error:
         progress.finish(len(result["groups"]), result["planned_groups"], error=str(error) or type(error).__name__)
         raise
@@ -458,8 +519,10 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     try:
         result = run(module.params, check_mode=module.check_mode)
-    except (BenchmarkError, ClientError) as error:
+    except (OptionError, ClientError) as error:
         module.fail_json(msg=str(error))
+    except Exception as error:  # anything unforeseen still names the endpoint, not a traceback
+        module.fail_json(msg=unexpected_failure("the load test of %s" % module.params["base_url"], error))
     module.exit_json(changed=not module.check_mode, **result)
 
 

@@ -19,7 +19,8 @@ description:
   - Then sends the request an operator sends by hand - one generated image plus a text prompt - and requires
     a non-empty answer and a C(usage) block. The image is made on the host (PNG, standard library), so hosts
     without internet can be probed.
-  - Only reads.
+  - Only reads. Options it cannot use (an empty model name, a size it cannot make, a container name docker
+    would read as an option) fail before any request; answers no vLLM server gives are named in the failure.
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
@@ -36,18 +37,20 @@ options:
     description: Bearer token when the server was started with C(--api-key).
     type: str
   timeout:
-    description: Seconds to wait for readiness.
+    description: Seconds to wait for readiness (at least 1).
     type: int
     default: 900
   container:
-    description: Docker container running the server, watched while waiting and whose logs a failure shows.
+    description:
+      - Docker container running the server, watched while waiting and whose logs a failure shows.
+      - A container name or id, as docker names them (C([a-zA-Z0-9][a-zA-Z0-9_.-]+)).
     type: str
   docker:
     description: Docker CLI to use for C(container).
     type: str
     default: docker
   log_lines:
-    description: Lines of C(docker logs) to return on failure.
+    description: Lines of C(docker logs) to return on failure (0 or more).
     type: int
     default: 40
   smoke_test:
@@ -59,15 +62,15 @@ options:
     type: str
     default: 请描述一下图片
   image_size:
-    description: Width and height of the generated image, C(WIDTHxHEIGHT).
+    description: Width and height of the generated image, C(WIDTHxHEIGHT), each at most 8192.
     type: str
     default: 640x480
   max_tokens:
-    description: C(max_tokens) of the smoke request.
+    description: C(max_tokens) of the smoke request (at least 1).
     type: int
     default: 64
   request_timeout:
-    description: Seconds to wait for the smoke answer.
+    description: Seconds to wait for the smoke answer (at least 1).
     type: int
     default: 300
 attributes:
@@ -123,36 +126,47 @@ smoke_latency_s:
   sample: 5.9
 logs:
   description: Tail of the container's logs, on failure (empty without C(container)).
-  returned: failure
+  returned: when the server did not become ready or failed the smoke request
   type: str
   sample: "ERROR ValueError: Ascend 310P does not support dtype bfloat16"
 """
 
 import json
-import subprocess
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.docker_cli import run_docker
 from ansible.module_utils.openai_client import Client, ClientError, ImageChat, image_data_url, served_models
-from ansible.module_utils.png_images import parse_size, png_image
+from ansible.module_utils.option_checks import OptionError, number_at_least, text_given, unexpected_failure
+from ansible.module_utils.png_images import generated_size, png_image
 
 POLL_S = 2
+# Docker's own rule for container names; a container id matches it too.
+CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
+SERVER_LOG_FIX = "Fix: read the server's log (docker logs of its container) for what it did with the request"
+
+
+class ProbeFailed(Exception):
+    """The server did not become ready or failed the smoke request; result: what to return with the message."""
+
+    def __init__(self, message, **result):
+        super(ProbeFailed, self).__init__(message)
+        self.result = result
 
 
 def container_state(docker, name):
     """(running, status text) of a container, or (False, reason) when it does not exist."""
-    result = subprocess.run([docker, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
-    if result.returncode != 0:
+    code, out, _err = run_docker(docker, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", "--", name)
+    if code != 0:
         return False, "container %s does not exist" % name
-    status, _space, code = result.stdout.strip().partition(" ")
-    return status == "running", "container %s is %s (exit code %s)" % (name, status, code)
+    status, _space, exit_code = out.strip().partition(" ")
+    return status == "running", "container %s is %s (exit code %s)" % (name, status, exit_code)
 
 
 def container_logs(docker, name, lines):
-    result = subprocess.run([docker, "logs", "--tail", str(lines), name], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, universal_newlines=True, check=False)
-    return result.stdout.strip()
+    _code, out, err = run_docker(docker, "logs", "--tail", str(lines), "--", name)
+    return (out + err).strip()
 
 
 def wait_ready(client, params):
@@ -163,7 +177,8 @@ def wait_ready(client, params):
         if params["container"]:
             running, state = container_state(params["docker"], params["container"])
             if not running:
-                raise RuntimeError("%s before it became ready (last check: %s)" % (state, last))
+                raise RuntimeError("%s before it became ready (last check: %s). Fix: the log below says why it "
+                                   "stopped" % (state, last))
         status, health = client.call("GET", "/health", timeout=5)
         if status == 200:
             status, models = client.call("GET", "/v1/models", timeout=10)
@@ -174,8 +189,19 @@ def wait_ready(client, params):
         else:
             last = "/health answered %s" % (status if status is not None else health)
         if time.time() - started > params["timeout"]:
-            raise RuntimeError("not ready after %ss: %s" % (params["timeout"], last))
+            raise RuntimeError("not ready after %ss: %s. Fix: check that model names the served model name and "
+                               "base_url the server; a model still loading needs a longer timeout"
+                               % (params["timeout"], last))
         time.sleep(POLL_S)
+
+
+def answer_text(reply):
+    """choices[0].message.content of a chat completion, when it is text; None otherwise."""
+    choices = reply.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else None
 
 
 def smoke(client, params, size):
@@ -183,15 +209,65 @@ def smoke(client, params, size):
     started = time.time()
     status, reply = client.chat(body, timeout=params["request_timeout"])
     elapsed = time.time() - started
-    if status != 200 or not isinstance(reply, dict):
-        raise RuntimeError("the image request answered %s: %s" % (status, str(reply)[:500]))
-    choices = reply.get("choices") or [{}]
-    answer = ((choices[0].get("message") or {}).get("content") or "").strip()
-    if not answer:
-        raise RuntimeError("the image request got an empty answer: %s" % json.dumps(reply)[:500])
+    if status is None:
+        raise RuntimeError("the image request got no answer: %s. %s" % (reply, SERVER_LOG_FIX))
+    if status != 200:
+        raise RuntimeError("the image request answered HTTP %d: %s. %s" % (status, str(reply)[:500], SERVER_LOG_FIX))
+    if not isinstance(reply, dict):
+        raise RuntimeError("the image request answered 200 with %r, not a chat completion. Fix: check that base_url "
+                           "is the vLLM server itself, not a proxy or another service" % str(reply)[:500])
+    answer = answer_text(reply)
+    if answer is None:
+        raise RuntimeError("the image request's answer has no choices[0].message.content text: %s. Fix: check that "
+                           "base_url is vLLM's OpenAI-compatible server" % json.dumps(reply)[:500])
+    if not answer.strip():
+        raise RuntimeError("the image request got an empty answer: %s. %s" % (json.dumps(reply)[:500], SERVER_LOG_FIX))
     if not isinstance(reply.get("usage"), dict):
-        raise RuntimeError("the image request's answer has no usage block")
-    return {"answer": answer[:200], "usage": reply["usage"], "smoke_latency_s": round(elapsed, 3)}
+        raise RuntimeError("the image request's answer has no usage block: %s. Fix: check that base_url is vLLM's "
+                           "OpenAI-compatible server" % json.dumps(reply)[:500])
+    return {"answer": answer.strip()[:200], "usage": reply["usage"], "smoke_latency_s": round(elapsed, 3)}
+
+
+def check_options(params):
+    """The smoke image's (width, height), once every option is one the probe can use."""
+    text_given(params, "model", "the served model name that /v1/models lists, such as Qwen3-VL-8B-Instruct",
+               "set vllm_server_served_name")
+    number_at_least(params, "timeout", 1, "give the seconds the server may take to load (vllm_server_ready_timeout)")
+    number_at_least(params, "log_lines", 0, "give how many lines of docker logs to show (vllm_server_log_lines)")
+    number_at_least(params, "max_tokens", 1, "set vllm_server_smoke_max_tokens to 1 or more")
+    number_at_least(params, "request_timeout", 1, "give the seconds the smoke request may take")
+    if params["container"]:
+        if not CONTAINER_NAME.fullmatch(params["container"]):
+            raise OptionError("container %r: expected a container name or id ([a-zA-Z0-9][a-zA-Z0-9_.-]+, as docker "
+                              "names them). Fix: give the name of the container running the server, or leave "
+                              "container unset" % params["container"])
+        text_given(params, "docker", "the Docker CLI to run, such as docker or /usr/bin/docker",
+                   "set fleet_docker_bin, or leave container unset")
+    try:
+        return generated_size(params["image_size"])
+    except ValueError as error:
+        raise OptionError("image_size: %s. Fix: give WIDTHxHEIGHT, such as 640x480 (vllm_server_smoke_image_size)"
+                          % error) from None
+
+
+def probe(client, params, size):
+    """The module's result once the server is ready (and answered the smoke request); ProbeFailed otherwise, with
+    the tail of the container's log."""
+    result = {"changed": False}
+    try:
+        ready_after, names = wait_ready(client, params)
+        result.update(ready_after_s=round(ready_after, 3), models=names)
+        if params["smoke_test"]:
+            result.update(smoke(client, params, size))
+    except RuntimeError as error:
+        logs = container_logs(params["docker"], params["container"], params["log_lines"]) \
+            if params["container"] else ""
+        where = params["container"] or params["base_url"]
+        message = "%s: %s" % (where, error)
+        if logs:
+            message += "\n--- last %d lines of docker logs %s ---\n%s" % (params["log_lines"], where, logs)
+        raise ProbeFailed(message, logs=logs, **result) from None
+    return result
 
 
 def main():
@@ -214,27 +290,14 @@ def main():
     )
     params = module.params
     try:
-        size = parse_size(params["image_size"])
-    except ValueError as error:
-        module.fail_json(msg="image_size: %s" % error)
-    try:
-        client = Client(params["base_url"], params["api_key"])
-    except ClientError as error:
+        size = check_options(params)
+        result = probe(Client(params["base_url"], params["api_key"]), params, size)
+    except ProbeFailed as error:
+        module.fail_json(msg=str(error), **error.result)
+    except (OptionError, ClientError) as error:
         module.fail_json(msg=str(error))
-    result = {"changed": False}
-    try:
-        ready_after, names = wait_ready(client, params)
-        result.update(ready_after_s=round(ready_after, 3), models=names)
-        if params["smoke_test"]:
-            result.update(smoke(client, params, size))
-    except RuntimeError as error:
-        logs = container_logs(params["docker"], params["container"], params["log_lines"]) \
-            if params["container"] else ""
-        where = params["container"] or params["base_url"]
-        message = "%s: %s" % (where, error)
-        if logs:
-            message += "\n--- last %d lines of docker logs %s ---\n%s" % (params["log_lines"], where, logs)
-        module.fail_json(msg=message, logs=logs, **result)
+    except Exception as error:  # anything unforeseen still names the server, not a traceback
+        module.fail_json(msg=unexpected_failure("probing %s" % params["base_url"], error))
     module.exit_json(**result)
 
 

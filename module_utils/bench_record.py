@@ -45,9 +45,10 @@ FIELDS = (
     Field("requests", "requests", "requests sent (warm-up excluded)"),
     Field("completed", "requests", "requests answered in full, with the server's usage"),
     Field("failed", "requests", "requests that got an HTTP error, a refused or reset connection, a timeout, a cut "
-          "stream or no usage"),
+          "stream, no usage, an error event or a stream of no chat completion chunks"),
     Field("error_rate", "share", "failed / requests"),
-    Field("errors", "requests", "failed requests by kind (http_500, timeout, connection_reset, ...)"),
+    Field("errors", "requests", "failed requests by kind (http_500, timeout, connection_reset, stream_error, "
+          "malformed_stream, ...)"),
     Field("duration_s", "s", "first request sent to last request finished"),
     Field("rps", "requests/s", "completed / duration"),
     Field("avg_latency_s", "s", "mean latency: request sent to last byte received"),
@@ -207,10 +208,11 @@ def instance_name(path):
 
 def read_results(path):
     """(records, skipped lines) of a results file: one record per group, the last one written, in the order the
-    groups first appear; lines that hold no record (cut mid-write) are skipped. No file: no records."""
+    groups first appear; lines that hold no record (cut mid-write, or anything else: bytes that are not UTF-8
+    read as U+FFFD) are skipped. No file: no records."""
     records, skipped = {}, 0
     try:
-        handle = open(path, encoding="utf-8")
+        handle = open(path, encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return [], 0
     with handle:
@@ -219,11 +221,9 @@ def read_results(path):
                 continue
             try:
                 record = json.loads(line)
-                key = group_key(record)
-            except (ValueError, KeyError, TypeError):
+                records[group_key(record)] = record
+            except (ValueError, KeyError, TypeError):  # TypeError: no object, or a group value such as a list
                 skipped += 1
-                continue
-            records[key] = record
     return list(records.values()), skipped
 
 

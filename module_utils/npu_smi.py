@@ -97,11 +97,13 @@ def dcmi_cause(failure):
 
 
 def parse_table(text):
-    """`npu-smi info`: versions, one dict per chip and the process table.
+    """`npu-smi info`: versions, one dict per chip, the process table, and the chips whose rows hold no integer
+    NPU id or chip id (unreadable_rows, one line each saying which), which are left out of chips.
 
     Rows are told apart by their cells, not by the separator lines, which differ from one driver to the next.
+    A chip without its ids cannot be matched to its card, its logic id or its device node, so it is not guessed.
     """
-    result = {"npu_smi_version": None, "driver_version": None, "chips": [], "processes": []}
+    result = {"npu_smi_version": None, "driver_version": None, "chips": [], "processes": [], "unreadable_rows": []}
     in_processes = False
     pending = None
     for line in text.splitlines():
@@ -124,7 +126,16 @@ def parse_table(text):
         if len(cells) < 3:
             continue
         if BUS_ID.match(cells[1]) and pending is not None:
-            result["chips"].append(parse_chip_rows(pending, cells))
+            chip = parse_chip_rows(pending, cells)
+            # Each id is the first word of its row's first cell: the card row's NPU id, the chip row's chip id.
+            bad_ids = ["%s %r is not an integer" % (label, (row[0].split() or [""])[0])
+                       for label, row, key in (("NPU id", pending, "npu_id"), ("chip id", cells, "chip_id"))
+                       if chip[key] is None]
+            if bad_ids:
+                result["unreadable_rows"].append("chip rows %r and %r: %s" % (
+                    " | ".join(pending), " | ".join(cells), "; ".join(bad_ids)))
+            else:
+                result["chips"].append(chip)
             pending = None
         else:
             pending = cells
@@ -140,7 +151,7 @@ def parse_chip_rows(first, second):
     usage = PAIR.findall(second[2])
     aicore = second[2].split()[0] if second[2].split() else None
     chip = {
-        "npu_id": to_int(npu_and_name[0]),
+        "npu_id": to_int(npu_and_name[0]) if npu_and_name else None,
         "name": " ".join(npu_and_name[1:]) or None,
         "health": first[1] or None,
         "power_w": to_number(power_temp[0]) if power_temp else None,

@@ -78,15 +78,39 @@ def served_models(answer):
     return [entry.get("id") for entry in answer.get("data") or [] if isinstance(entry, dict)]
 
 
+def token_problem(api_key):
+    """Why api_key cannot go in an Authorization header (without showing it), or None."""
+    if "\n" in api_key or "\r" in api_key:
+        return "holds a line break"
+    if any(ord(character) > 126 for character in api_key):
+        return "holds a character that is not ASCII"
+    if any(ord(character) < 33 for character in api_key):
+        return "holds white space or a control character"
+    return None
+
+
 class Client:
     def __init__(self, base_url, api_key=None, timeout=600):
-        parts = urlsplit(base_url)
+        expected = "expected http://host:port, for example http://127.0.0.1:8000. Fix: correct base_url"
+        try:
+            parts = urlsplit(base_url)
+            port = parts.port
+        except ValueError:  # a port that is no number, or out of range
+            raise ClientError("base_url %r: its port is not a number from 1 to 65535: %s" % (base_url, expected)) \
+                from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ClientError("base_url %r: expected http://host:port" % base_url)
+            raise ClientError("base_url %r: %s" % (base_url, expected))
+        if port == 0:
+            raise ClientError("base_url %r: its port is not a number from 1 to 65535: %s" % (base_url, expected))
+        # The token's own value never goes into a message: the modules take it as no_log, a progress file does not.
+        problem = token_problem(api_key) if api_key else None
+        if problem:
+            raise ClientError("api_key %s, which an HTTP header cannot carry: expected the bearer token alone. Fix: "
+                              "set fleet_api_key to the token the server was started with (--api-key)" % problem)
         self.base_url = base_url.rstrip("/")
         self.https = parts.scheme == "https"
         self.host = parts.hostname
-        self.port = parts.port or (443 if self.https else 80)
+        self.port = port or (443 if self.https else 80)
         self.prefix = parts.path.rstrip("/")
         self.timeout = timeout
         self.headers = {"Content-Type": "application/json"}
@@ -149,16 +173,46 @@ class Client:
             result.error = "connection_reset"
         except (OSError, http.client.HTTPException) as error:
             result.error = "connection_error:%s" % type(error).__name__
-        except ValueError:
-            result.error = "malformed_event"
+        except ValueError:  # http.client's own, for a chunk size that is no number
+            result.error = "malformed_stream"
+        except Exception as error:  # one request's unforeseen failure must not end a run of thousands
+            result.error = "client_error:%s" % type(error).__name__
         finally:
             result.finished = time.monotonic()
             connection.close()
 
 
+def is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def event_of(payload):
+    """(failure kind or None, event) of a data line's payload.
+
+    stream_error: the error event vLLM sends when its engine fails mid-request ({"error": {...}}, or an
+    ErrorResponse, {"object": "error", ...}, from older servers); malformed_stream: anything else that is no
+    chat completion chunk, which the request's outcome cannot be read from.
+    """
+    try:
+        event = json.loads(payload.decode("utf-8"))
+    except ValueError:  # bytes that are not UTF-8 too
+        return "malformed_stream", None
+    if not isinstance(event, dict):
+        return "malformed_stream", None
+    if "error" in event or event.get("object") == "error":
+        return "stream_error", event
+    choices, usage = event.get("choices") or [], event.get("usage") or {}
+    chunks = isinstance(choices, list) and all(
+        isinstance(choice, dict) and isinstance(choice.get("delta") or {}, dict) for choice in choices)
+    counts = isinstance(usage, dict) and all(
+        is_count(usage.get(name, 0)) for name in ("prompt_tokens", "completion_tokens"))
+    return (None if chunks and counts else "malformed_stream"), event
+
+
 def read_events(lines, result):
     """Read a chat completion's server-sent events into result: the id, when the first content token came, and
-    the usage; a stream without [DONE] was cut, one without usage can't be counted."""
+    the usage; a stream without [DONE] was cut, one without usage can't be counted. The first event that is
+    an error or no chunk at all ends the reading, its kind in result.error."""
     usage, done = None, False
     for raw in lines:
         line = raw.strip()
@@ -168,7 +222,9 @@ def read_events(lines, result):
         if payload == b"[DONE]":
             done = True
             continue
-        event = json.loads(payload)
+        result.error, event = event_of(payload)
+        if result.error:
+            return
         result.request_id = result.request_id or event.get("id")
         for choice in event.get("choices") or []:
             if result.first_token is None and (choice.get("delta") or {}).get("content"):

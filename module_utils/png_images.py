@@ -25,6 +25,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ZLIB_HEADER = b"\x78\x9c"
 ADLER_BASE = 65521
 SIZE = re.compile(r"^([1-9][0-9]*)x([1-9][0-9]*)$")
+# The longest side of an image made on the host: the rows of an 8192x8192 picture take about 200 MB there.
+MAX_SIDE = 8192
 
 
 def parse_size(text):
@@ -34,6 +36,15 @@ def parse_size(text):
     if not match:
         raise ValueError("%r is not WIDTHxHEIGHT (for example 1920x1080)" % (text,))
     return int(match.group(1)), int(match.group(2))
+
+
+def generated_size(text):
+    """parse_size's (width, height) when the host can make an image that large; ValueError names the text
+    otherwise."""
+    width, height = parse_size(text)
+    if max(width, height) > MAX_SIDE:
+        raise ValueError("%r is larger than the %dx%d images made on the host" % (text, MAX_SIDE, MAX_SIDE))
+    return width, height
 
 
 def _chunk(kind, data):

@@ -1,14 +1,13 @@
 """library/model_files.py on folders with missing, empty and unlisted files."""
 import json
 import subprocess
-import sys
 
 import yaml
+from test_bad_input_all_modules import run_module
 
 from conftest import REPO, venv_tool
 from twin import hosts
 
-MODULE = REPO / "library" / "model_files.py"
 INDEX = "model.safetensors.index.json"
 # The operator-facing list the model_weights role passes as `required`.
 ROLE_REQUIRED = yaml.safe_load((REPO / "roles/model_weights/defaults/main.yml").read_text())[
@@ -16,11 +15,8 @@ ROLE_REQUIRED = yaml.safe_load((REPO / "roles/model_weights/defaults/main.yml").
 
 
 def check(tmp_path, **args):
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    result = subprocess.run([sys.executable, str(MODULE), str(args_file)], stdout=subprocess.PIPE,
-                            universal_newlines=True)
-    return json.loads(result.stdout)
+    # The module imports module_utils/option_checks.py, which Ansible ships with it: run as the loader runs it.
+    return run_module("model_files", **args)
 
 
 def module_doc():

@@ -1,5 +1,6 @@
 """module_utils/openai_client.py against a small local server that answers as vLLM's OpenAI API does."""
 import base64
+import contextlib
 import http.server
 import json
 import threading
@@ -65,15 +66,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
             event("[DONE]")
 
 
+@contextlib.contextmanager
+def serving(handler):
+    """The base URL of a local server whose requests handler answers, for the length of the with block."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield "http://127.0.0.1:%d" % httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 @pytest.fixture
 def server():
     Handler.seen = []
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield "http://127.0.0.1:%d" % httpd.server_address[1]
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 def streamed(url, model, timeout=10):

@@ -1,0 +1,36 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The Docker CLI as the modules run it: its output as text whatever bytes it prints, and a `docker` option that
+names no program it can run reported as the option's fault, not as a traceback."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import subprocess
+
+from ansible.module_utils.option_checks import OptionError
+
+
+class DockerUnavailable(OptionError):
+    """The docker option names no Docker CLI that can run here; why says so in a few words."""
+
+    def __init__(self, docker, error):
+        self.why = "docker %r cannot run (%s)" % (docker, error.strerror or error)
+        super(DockerUnavailable, self).__init__(
+            "%s: expected the Docker CLI. Fix: install Docker (the docker_runtime role does), or set fleet_docker_bin "
+            "to its path" % self.why)
+
+
+def run_docker(docker, *args):
+    """(exit code, stdout, stderr) of one Docker CLI call, bytes that are not UTF-8 replaced.
+
+    Callers put `--` before any name they pass, so that no value, whatever it holds, is read as an option.
+    """
+    try:
+        done = subprocess.run([docker] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              encoding="utf-8", errors="replace", check=False)
+    except OSError as error:
+        raise DockerUnavailable(docker, error) from None
+    return done.returncode, done.stdout, done.stderr

@@ -1,0 +1,79 @@
+"""What every module does with input it cannot use: an error that names the input, what was expected and the
+fix, never a traceback, even when something unforeseen breaks (the per-module tables: test_bad_input_*.py).
+
+run_module runs a module as Ansible does, in a process of its own with its arguments in a file, so a traceback
+is seen as Ansible would see it: on stderr, with no JSON result.
+"""
+import json
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from conftest import REPO, load_library_module
+
+# The module's own process: the tests' loader puts the module_utils in place, `prepare` may then replace a
+# function of the module to make it break.
+RUN_MODULE = "from %s import load_library_module\nmodule = load_library_module(%%r)\n%%s\nmodule.main()\n" % (
+    load_library_module.__module__)
+SECRET = "sk-do-not-show-this"
+
+
+def run_module(module, prepare="", **args):
+    """The result library/<module>.py prints for args; fails the test on a traceback or a result that is no JSON."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as args_file:  # not in tmp_path, which tests list
+        json.dump({"ANSIBLE_MODULE_ARGS": args}, args_file)
+        args_file.flush()
+        shown = subprocess.run([sys.executable, "-c", RUN_MODULE % (module, prepare), args_file.name],
+                               cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True, timeout=120)
+    assert "Traceback" not in shown.stderr + shown.stdout, shown.stderr + shown.stdout
+    return json.loads(shown.stdout)
+
+
+def assert_refused(result, *expected):
+    """The module failed, and its message holds every expected piece (the input, the expectation, the fix)."""
+    assert result.get("failed") is True, result
+    for piece in expected:
+        assert piece in result["msg"], "%r not in %r" % (piece, result["msg"])
+    assert "Fix:" in result["msg"], result["msg"]
+
+
+# Per module: arguments it accepts, and a function of it replaced by one that breaks in a way nobody foresaw.
+UNFORESEEN = {
+    "model_files": ({"path": "/data/models/Qwen3-VL-8B-Instruct"}, "check_folder",
+                    "checking the model folder /data/models/Qwen3-VL-8B-Instruct"),
+    "docker_image_pull": ({"name": "quay.io/ascend/vllm-ascend:v1", "docker": "/nonexistent/docker"},
+                          "make_present", "making the image quay.io/ascend/vllm-ascend:v1 present"),
+    "npu_facts": ({"npu_smi": "/nonexistent/npu-smi"}, "Gatherer.gather", "gathering the NPU facts"),
+    "vllm_probe": ({"model": "Qwen3-VL-8B-Instruct", "api_key": SECRET, "base_url": "http://127.0.0.1:9", "timeout": 1},
+                   "probe", "probing http://127.0.0.1:9"),
+    "vllm_load_test": ({"api_key": SECRET, "base_url": "http://127.0.0.1:9", "_ansible_check_mode": True},
+                       "plan", "the load test of http://127.0.0.1:9"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNFORESEEN))
+def test_the_unforeseen_ends_in_a_message_that_says_what_was_being_done(name):
+    args, function, doing = UNFORESEEN[name]
+    owner, _dot, attribute = ("module." + function).rpartition(".")
+    sabotage = "def broken(*args, **kwargs):\n    raise KeyError('unforeseen')\n%s.%s = broken" % (owner, attribute)
+    result = run_module(name, prepare=sabotage, **args)
+    assert_refused(result, doing, "failed unexpectedly", "KeyError", "unforeseen")
+    assert SECRET not in json.dumps(result)  # the modules that take a token were given this one
+
+
+@pytest.mark.parametrize("name,args,expected", [
+    ("model_files", {}, "missing required arguments: path"),
+    ("model_files", {"path": "/m", "fail_on_incomplete": "maybe"}, "fail_on_incomplete"),
+    ("docker_image_pull", {"name": "x", "retries": "five"}, "retries"),
+    ("npu_facts", {"timeout": "soon"}, "timeout"),
+    ("vllm_probe", {"model": "m", "smoke_test": "perhaps"}, "smoke_test"),
+    ("vllm_load_test", {"concurrency": ["many"]}, "concurrency"),
+    ("vllm_load_test", {"requests": 5}, "Unsupported parameters"),
+])
+def test_ansibles_own_checks_name_the_option(name, args, expected):
+    # The argument spec's checks come first; the modules rely on them for types, required and unknown options.
+    result = run_module(name, **args)
+    assert result["failed"] is True and expected in result["msg"]

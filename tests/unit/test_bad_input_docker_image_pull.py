@@ -1,0 +1,165 @@
+"""library/docker_image_pull.py on names, digests, numbers, Docker CLIs and docker answers it cannot use.
+
+A fake docker logs every call, so a test counts the pull attempts: an error that retrying cannot fix (a bad name,
+a tag the registry does not have, a login it needs) must stop at once, or fail before any pull.
+"""
+import json
+import sys
+
+import pytest
+from test_bad_input_all_modules import assert_refused, run_module
+
+IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
+DIGEST = "sha256:" + "4f1c" * 16
+PRESENT = json.dumps([{"Id": "sha256:" + "0f4a" * 16, "RepoDigests": ["quay.io/ascend/vllm-ascend@" + DIGEST]}])
+NO_SUCH_IMAGE = "Error response from daemon: No such image: " + IMAGE
+
+
+def fake_docker(tmp_path, inspect=(1, NO_SUCH_IMAGE), pull=(0, "Status: Downloaded newer image"), after_pull=None):
+    """A docker CLI that answers `image inspect` with inspect (after a pull that succeeded: after_pull, by default
+    the image present) and `pull` with pull, and logs each call's arguments; returns (path, calls())."""
+    log = tmp_path / "docker-calls.jsonl"
+    answers = {"inspect": list(inspect), "pull": list(pull), "after_pull": list(after_pull or (0, PRESENT))}
+    script = tmp_path / "docker"
+    script.write_text(
+        "#!%s\nimport json, os, sys\nanswers = json.loads(%r)\npulled = %r\n"
+        "with open(%r, 'a') as log:\n    log.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "key = 'pull' if sys.argv[1] == 'pull' else ('after_pull' if os.path.exists(pulled) else 'inspect')\n"
+        "code, text = answers[key]\n"
+        "if key == 'pull' and code == 0:\n    open(pulled, 'w').close()\n"
+        "sys.stdout.buffer.write(text.encode('utf-8', 'surrogateescape'))\nsys.exit(code)\n"
+        % (sys.executable, json.dumps(answers), str(tmp_path / "pulled"), str(log)))
+    script.chmod(0o755)
+
+    def calls():
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    return str(script), calls
+
+
+def pulls(calls):
+    return [call for call in calls() if call[0] == "pull"]
+
+
+# (case, arguments besides docker, pieces the message must hold)
+REFUSED_BEFORE_ANY_CALL = [
+    ("empty name", {"name": ""}, ["name is empty", "an image reference"]),
+    ("name -x", {"name": "-x"}, ["name '-x'", "starts with '-'", "an image reference"]),
+    ("name --all-tags", {"name": "--all-tags"}, ["name '--all-tags'", "starts with '-'"]),
+    ("name with a space", {"name": "quay.io/ascend/vllm ascend:v1"}, ["'quay.io/ascend/vllm ascend:v1'",
+                                                                      "white space"]),
+    ("name with a newline", {"name": IMAGE + "\n"}, ["white space"]),
+    ("name in capitals", {"name": "quay.io/Ascend/VLLM-Ascend:v1"}, ["'quay.io/Ascend/VLLM-Ascend:v1'", "lowercase"]),
+    ("name with an empty tag", {"name": "quay.io/ascend/vllm-ascend:"}, ["'quay.io/ascend/vllm-ascend:'",
+                                                                        "an image reference"]),
+    ("name with two tags", {"name": IMAGE + ":v2"}, ["an image reference"]),
+    ("name with a slash at the end", {"name": "quay.io/ascend/"}, ["an image reference"]),
+    ("name too long", {"name": "quay.io/" + "a" * 300 + ":v1"}, ["255 characters"]),
+    ("name with a short digest", {"name": "quay.io/ascend/vllm-ascend@sha256:abc"}, ["an image reference"]),
+    ("name and digest disagree", {"name": "quay.io/ascend/vllm-ascend@" + DIGEST, "digest": "sha256:" + "0" * 64},
+     ["names the digest " + DIGEST, "digest is sha256:" + "0" * 64]),
+    ("digest too short", {"name": IMAGE, "digest": "sha256:abc"}, ["digest 'sha256:abc'", "64"]),
+    ("digest of another algorithm", {"name": IMAGE, "digest": "md5:" + "0" * 32}, ["digest 'md5:", "sha256:"]),
+    ("digest in capitals", {"name": IMAGE, "digest": "sha256:" + "AB" * 32}, ["digest 'sha256:ABAB", "lowercase"]),
+    ("digest with a space", {"name": IMAGE, "digest": " " + DIGEST}, ["digest ' sha256:", "64"]),
+    ("retries zero", {"name": IMAGE, "retries": 0}, ["retries: 0 is not allowed", "at least 1"]),
+    ("retries negative", {"name": IMAGE, "retries": -3}, ["retries: -3 is not allowed", "at least 1"]),
+    ("delay negative", {"name": IMAGE, "delay": -1}, ["delay: -1 is not allowed", "at least 0"]),
+    ("delay not a number", {"name": IMAGE, "delay": "nan"}, ["delay: nan is not allowed", "at least 0"]),
+    ("delay endless", {"name": IMAGE, "delay": "inf"}, ["delay: inf is not allowed", "at least 0"]),
+    ("max_delay negative", {"name": IMAGE, "max_delay": -5}, ["max_delay: -5 is not allowed", "at least 0"]),
+    ("empty docker", {"name": IMAGE, "docker": ""}, ["docker is empty", "the Docker CLI"]),
+]
+
+
+@pytest.mark.parametrize("case,args,expected", REFUSED_BEFORE_ANY_CALL, ids=[row[0] for row in REFUSED_BEFORE_ANY_CALL])
+def test_bad_options_fail_at_once_without_running_docker(tmp_path, case, args, expected):
+    docker, calls = fake_docker(tmp_path)
+    arguments = dict({"docker": docker, "delay": 0}, **args)
+    result = run_module("docker_image_pull", **arguments)
+    assert_refused(result, *expected)
+    assert calls() == []
+    assert "proxy, firewall, DNS" not in result["msg"]  # never blamed on the network
+
+
+@pytest.mark.parametrize("case,output,expected", [
+    ("tag not in the registry",
+     "Error response from daemon: manifest for %s not found: manifest unknown: manifest unknown" % IMAGE,
+     ["manifest unknown", "the tag"]),
+    ("repository not in the registry",
+     "Error response from daemon: pull access denied for quay.io/ascend/vllm-ascend, repository does not exist or "
+     "may require 'docker login': denied: requested access to the resource is denied", ["docker login"]),
+    ("login needed", "Error response from daemon: Head \"https://quay.io/v2/x/manifests/v1\": unauthorized: "
+                     "authentication required", ["unauthorized", "docker login"]),
+    ("no image for this machine", "no matching manifest for linux/arm64/v8 in the manifest list entries",
+     ["no matching manifest", "architecture"]),
+    ("docker rejects the name", "invalid reference format", ["invalid reference format", "name"]),
+])
+def test_errors_retrying_cannot_fix_are_not_retried(tmp_path, case, output, expected):
+    docker, calls = fake_docker(tmp_path, pull=(1, output + "\n"))
+    result = run_module("docker_image_pull", name=IMAGE, docker=docker, retries=4, delay=0)
+    assert_refused(result, IMAGE, "not retried", *expected)
+    assert (len(pulls(calls)), result["attempts"]) == (1, 1)
+    assert "proxy, firewall, DNS" not in result["msg"]
+
+
+def test_a_network_error_is_retried_and_blamed_on_the_network(tmp_path):
+    docker, calls = fake_docker(tmp_path, pull=(1, "Error response from daemon: Get \"https://quay.io/v2/\": "
+                                                   "dial tcp 1.2.3.4:443: connect: connection refused\n"))
+    result = run_module("docker_image_pull", name=IMAGE, docker=docker, retries=3, delay=0)
+    assert_refused(result, "could not pull %s after 3 attempts" % IMAGE, "proxy, firewall, DNS")
+    assert len(pulls(calls)) == 3 and len(result["errors"]) == 3
+
+
+def test_a_daemon_that_does_not_answer_is_named_not_the_network(tmp_path):
+    down = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n"
+    docker, calls = fake_docker(tmp_path, inspect=(1, down), pull=(1, down))
+    result = run_module("docker_image_pull", name=IMAGE, docker=docker, retries=2, delay=0)
+    assert_refused(result, "Docker daemon", "systemctl start docker")
+    assert "proxy, firewall, DNS" not in result["msg"]
+
+
+@pytest.mark.parametrize("case,docker,expected", [
+    ("no such program", "/nonexistent/bin/docker", ["docker '/nonexistent/bin/docker'", "cannot run"]),
+    ("a folder", "{tmp}", ["docker '{tmp}'", "cannot run"]),
+])
+def test_a_docker_cli_that_cannot_run_is_named(tmp_path, case, docker, expected):
+    docker = docker.replace("{tmp}", str(tmp_path))
+    result = run_module("docker_image_pull", name=IMAGE, docker=docker, delay=0)
+    assert_refused(result, *[piece.replace("{tmp}", str(tmp_path)) for piece in expected])
+    assert "attempts" not in result or result["attempts"] == 0
+
+
+@pytest.mark.parametrize("case,inspect,expected", [
+    ("not JSON", (0, "Id: sha256:0f4a"), ["docker image inspect", "not the JSON"]),
+    ("an empty list", (0, "[]"), ["docker image inspect", "not the JSON"]),
+    ("a list of strings", (0, '["sha256:0f4a"]'), ["docker image inspect", "not the JSON"]),
+    ("not UTF-8", (0, "[\udcff]"), ["docker image inspect", "not the JSON"]),
+])
+def test_an_inspect_answer_that_is_no_image_description_is_named(tmp_path, case, inspect, expected):
+    docker, _calls = fake_docker(tmp_path, inspect=inspect)
+    assert_refused(run_module("docker_image_pull", name=IMAGE, docker=docker, delay=0), *expected)
+
+
+def test_a_pull_that_leaves_no_image_says_so(tmp_path):
+    docker, calls = fake_docker(tmp_path, after_pull=(1, NO_SUCH_IMAGE))
+    result = run_module("docker_image_pull", name=IMAGE, docker=docker, delay=0)
+    assert_refused(result, "docker pull", IMAGE, "no image")
+    assert len(pulls(calls)) == 1
+
+
+def test_every_name_docker_is_given_follows_the_end_of_its_options(tmp_path):
+    docker, calls = fake_docker(tmp_path)
+    result = run_module("docker_image_pull", name=IMAGE, docker=docker, delay=0)
+    assert result["changed"] is True and result["attempts"] == 1
+    assert calls() == [["image", "inspect", "--", IMAGE], ["pull", "--", IMAGE], ["image", "inspect", "--", IMAGE]]
+
+
+def test_check_mode_says_what_a_real_run_would_do_where_docker_is_not_installed_yet(tmp_path):
+    # In a check run the docker_runtime role before this one installs nothing, so there may be no docker yet.
+    result = run_module("docker_image_pull", name=IMAGE, docker="/nonexistent/bin/docker",
+                        _ansible_check_mode=True)
+    assert "failed" not in result and result["changed"] is True and result["attempts"] == 0
+    assert result["msg"].startswith("would pull %s" % IMAGE) and "/nonexistent/bin/docker" in result["msg"]
+    # Bad input is bad in check mode too.
+    assert_refused(run_module("docker_image_pull", name="-x", _ansible_check_mode=True), "name '-x'")

@@ -1,0 +1,128 @@
+"""library/vllm_probe.py on options it cannot use and on answers no vLLM server gives, from a tiny local server
+whose answers each test scripts (test_bad_input_vllm_load_test.py streams from it too)."""
+import http.server
+import json
+
+import pytest
+from test_bad_input_all_modules import SECRET, assert_refused, run_module
+from test_openai_client import serving
+
+from conftest import free_port
+
+MODEL = "Qwen3-VL-8B-Instruct"
+
+
+class Scripted(http.server.BaseHTTPRequestHandler):
+    """GET /health answers 200 and /v1/models `models`; a chat request gets `chat`: (status, body) for a whole
+    answer, or a list of lines (bytes) for a stream of server-sent events."""
+
+    models = (200, json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode())
+    chat = (200, b"{}")
+    chats = 0
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        self.answer(*(self.models if self.path.endswith("/v1/models") else (200, b"")))
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).chats += 1
+        if not isinstance(self.chat, list):
+            return self.answer(*self.chat)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for line in self.chat:
+            self.wfile.write(line + b"\n\n")
+
+
+@pytest.fixture
+def scripted():
+    """The base URL of a Scripted server; each test sets Scripted.chat (and models) to what it needs."""
+    with serving(Scripted) as url:
+        yield url
+    Scripted.models = (200, json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode())
+    Scripted.chat, Scripted.chats = (200, b"{}"), 0
+
+
+def probe(**args):
+    """The probe's result; a closed port and a 1 s wait unless args say otherwise, so nothing waits long."""
+    base = {"base_url": "http://127.0.0.1:%d" % free_port(), "model": MODEL, "timeout": 1, "image_size": "32x24"}
+    return run_module("vllm_probe", **dict(base, **args))
+
+
+OPTIONS = [
+    ("base_url without scheme", {"base_url": "localhost:8000"}, ["base_url 'localhost:8000'", "http://host:port"]),
+    ("base_url empty", {"base_url": ""}, ["base_url ''", "http://host:port"]),
+    ("base_url port out of range", {"base_url": "http://127.0.0.1:99999"}, ["base_url 'http://127.0.0.1:99999'",
+                                                                             "port"]),
+    ("base_url port not a number", {"base_url": "http://127.0.0.1:http"}, ["base_url 'http://127.0.0.1:http'",
+                                                                            "port"]),
+    ("model empty", {"model": ""}, ["model is empty", "served model name"]),
+    ("model blank", {"model": "  "}, ["model is empty", "served model name"]),
+    ("timeout zero", {"timeout": 0}, ["timeout: 0 is not allowed", "at least 1"]),
+    ("timeout negative", {"timeout": -1}, ["timeout: -1 is not allowed", "at least 1"]),
+    ("log_lines negative", {"log_lines": -1}, ["log_lines: -1 is not allowed", "at least 0"]),
+    ("max_tokens zero", {"max_tokens": 0}, ["max_tokens: 0 is not allowed", "at least 1"]),
+    ("request_timeout zero", {"request_timeout": 0}, ["request_timeout: 0 is not allowed", "at least 1"]),
+    ("image_size without height", {"image_size": "640"}, ["image_size", "'640'", "WIDTHxHEIGHT"]),
+    ("image_size zero wide", {"image_size": "0x480"}, ["image_size", "'0x480'", "WIDTHxHEIGHT"]),
+    ("image_size with depth", {"image_size": "640x480x3"}, ["image_size", "WIDTHxHEIGHT"]),
+    ("image_size empty", {"image_size": ""}, ["image_size", "WIDTHxHEIGHT"]),
+    ("image_size too large", {"image_size": "99999x99999"}, ["image_size", "'99999x99999'", "8192x8192"]),
+    ("container an option", {"container": "-x"}, ["container '-x'", "a container name"]),
+    ("container with a space", {"container": "vllm ascend"}, ["container 'vllm ascend'", "a container name"]),
+    ("docker empty", {"container": "vllm-ascend", "docker": ""}, ["docker is empty", "the Docker CLI"]),
+    ("docker missing", {"container": "vllm-ascend", "docker": "/nonexistent/docker"},
+     ["docker '/nonexistent/docker'", "cannot run"]),
+    ("api_key with a line break", {"api_key": SECRET + "\nX-Injected: 1"}, ["api_key", "line break"]),
+    ("api_key not ASCII", {"api_key": SECRET + "ключ"}, ["api_key", "ASCII"]),
+]
+
+
+@pytest.mark.parametrize("case,args,expected", OPTIONS, ids=[row[0] for row in OPTIONS])
+def test_options_it_cannot_use_are_refused(case, args, expected):
+    result = probe(**args)
+    assert_refused(result, *expected)
+    assert SECRET not in json.dumps(result)
+
+
+@pytest.mark.parametrize("case,answer,expected", [
+    ("HTTP 500", (500, b'{"error": {"message": "boom"}}'), ["answered HTTP 500", "boom"]),
+    ("not JSON", (200, b"<html>proxy error</html>"), ["not a chat completion", "proxy error"]),
+    ("a JSON list", (200, b"[1, 2]"), ["not a chat completion"]),
+    ("choices a string", (200, b'{"choices": "a picture", "usage": {}}'), ["no choices[0].message.content"]),
+    ("choices holding null", (200, b'{"choices": [null], "usage": {}}'), ["no choices[0].message.content"]),
+    ("message a string", (200, b'{"choices": [{"message": "a picture"}], "usage": {}}'),
+     ["no choices[0].message.content"]),
+    ("content a number", (200, b'{"choices": [{"message": {"content": 5}}], "usage": {}}'),
+     ["no choices[0].message.content"]),
+    ("content empty", (200, b'{"choices": [{"message": {"content": " "}}], "usage": {}}'), ["an empty answer"]),
+    ("usage missing", (200, b'{"choices": [{"message": {"content": "a picture"}}]}'), ["no usage block"]),
+    ("usage a list", (200, b'{"choices": [{"message": {"content": "a picture"}}], "usage": [3]}'),
+     ["no usage block"]),
+])
+def test_a_smoke_answer_no_vllm_gives_is_named(scripted, case, answer, expected):
+    Scripted.chat = answer
+    result = probe(base_url=scripted)
+    assert_refused(result, scripted, "the image request", *expected)
+    assert Scripted.chats == 1 and result["models"] == [MODEL]
+
+
+@pytest.mark.parametrize("case,models,expected", [
+    ("not JSON", (200, b"It works!"), ["/v1/models answered 200", "It works!", "not " + MODEL]),
+    ("data not a list", (200, b'{"data": "Qwen3-VL-8B-Instruct"}'), ["/v1/models answered 200", "not " + MODEL]),
+    ("ids that are not names", (200, b'{"data": [{"id": 5}, {"name": "x"}, 7]}'), ["not " + MODEL]),
+])
+def test_a_models_list_no_vllm_gives_is_named(scripted, case, models, expected):
+    Scripted.models = models
+    assert_refused(probe(base_url=scripted), scripted, "not ready after 1s", *expected)
