@@ -30,8 +30,8 @@ from twin.lifecycle import Twin  # noqa: E402
 
 load_test = load_library_module("vllm_load_test")
 percentile = load_module_util("bench_record").percentile
-# Where the stand-in on a twin host writes its per-request log (its /root/.cache is the host's).
-STANDIN_LOG = "/root/.cache/vllm-twin/requests-8000.jsonl"
+# Where the stand-in on a twin host writes its per-request log (its /root/.cache is vllm_server_cache_dir).
+STANDIN_LOG = "/var/cache/vllm-ascend/vllm-twin/requests-8000.jsonl"
 EVALSCOPE_VENV = REPO / "benchmarks" / ".venv-evalscope"
 
 

@@ -48,6 +48,12 @@ options:
   api_key:
     description: Bearer token for a server started with C(--api-key).
     type: str
+  api_key_file:
+    description:
+      - The server's own env file on the host, holding C(VLLM_API_KEY=<key>); the key is read from it here.
+      - A run lasts hours and is started with C(async), which keeps the module's arguments in a file on the
+        host for that long; with this option the key is never among them.
+    type: path
   image_sizes:
     description:
       - Image sizes, each C(WIDTHxHEIGHT), each listed once.
@@ -257,6 +263,7 @@ ARGUMENT_SPEC = dict(
     base_url=dict(type="str", default="http://127.0.0.1:8000"),
     model=dict(type="str"),
     api_key=dict(type="str", no_log=True),
+    api_key_file=dict(type="path"),
     image_sizes=dict(type="list", elements="str", default=["1920x1080", "1280x720", "640x480"]),
     max_tokens=dict(type="list", elements="int", default=[256, 64, 32], no_log=False),
     concurrency=dict(type="list", elements="int", default=[1, 8, 16, 32, 64]),
@@ -356,7 +363,26 @@ def validate(params):
     if params["resume"] and not params["results_file"]:
         raise BenchmarkError("resume: needs results_file, the file the finished groups are read from. Fix: give "
                              "results_file, or set resume to false")
-    return Client(params["base_url"], params["api_key"], params["request_timeout_s"])
+    return Client(params["base_url"], params["api_key"] or key_from_env_file(params["api_key_file"]),
+                  params["request_timeout_s"])
+
+
+def key_from_env_file(path):
+    """VLLM_API_KEY from the server's env file (`docker run --env-file` format), or None without a file."""
+    if not path:
+        return None
+    fix = "Fix: give the instance's env file, <fleet_config_dir>/<instance>.env, or api_key"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise BenchmarkError("api_key_file %s cannot be read (%s): expected the server's env file. %s"
+                             % (path, type(error).__name__, fix)) from None
+    for line in lines:
+        if line.startswith("VLLM_API_KEY=") and line[len("VLLM_API_KEY="):]:
+            return line[len("VLLM_API_KEY="):]
+    raise BenchmarkError("api_key_file %s holds no VLLM_API_KEY=<key> line: expected the server's env file. %s"
+                         % (path, fix))
 
 
 def plan(params):
@@ -516,7 +542,8 @@ def run(params, check_mode=False):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
+                           mutually_exclusive=[("api_key", "api_key_file")])
     try:
         result = run(module.params, check_mode=module.check_mode)
     except (OptionError, ClientError) as error:

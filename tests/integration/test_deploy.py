@@ -6,12 +6,14 @@ host's engine pulls the stand-in image from the twin's registry, which `scripts/
 import json
 import os
 import re
+import stat
 import uuid
 
 import pytest
 import requests
 
 from twin import hosts
+from twin.shell import docker
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as PORT
 from twin_fleet import PlayFleet
@@ -22,9 +24,11 @@ A, B = "npu-a", "npu-b"
 CONFIG_DIR = "/etc/vllm-ascend"  # the role's default, as on a real host
 
 
-def serves(host, port=PORT, api_key=None):
-    headers = {"Authorization": "Bearer " + api_key} if api_key else {}
-    reply = requests.get(host.url(port) + "/v1/models", headers=headers, timeout=5)
+def serves(fleet, name, port=PORT, api_key=None):
+    """Whether the host's instance lists the model, asked with api_key (by default the fleet's generated key)."""
+    key = fleet.api_key() if api_key is None else api_key
+    headers = {"Authorization": "Bearer " + key} if key else {}
+    reply = requests.get(fleet[name].url(port) + "/v1/models", headers=headers, timeout=5)
     return reply.status_code == 200 and [m["id"] for m in reply.json()["data"]] == [MODEL]
 
 
@@ -61,9 +65,9 @@ def deployed(fleet):
 def test_fresh_deploy_serves_then_repeats_change_nothing(fleet, deployed):
     ids = container_ids(fleet)
     for name in fleet.hosts:
-        assert serves(fleet[name]), name
+        assert serves(fleet, name), name
         assert fleet[name].inspect(NAME)["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
-    again = fleet.play()
+    again = fleet.play(preflight=True)  # the whole of site.yml, as operators run it
     assert again.rc == 0 and again.changed() == 0, again.stdout
     check = fleet.play("--check", "--diff")
     assert check.rc == 0 and check.changed() == 0, check.stdout
@@ -74,26 +78,38 @@ def test_each_host_pulled_the_image_itself_from_the_mirror(fleet, deployed):
     for name in fleet.hosts:
         images = fleet[name].docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
         assert images == ["twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1-310p"], (name, images)
-        assert json.loads(fleet[name].read_text("/etc/docker/daemon.json"))["insecure-registries"] == [
-            "twin-registry:5000"]
+        daemon = json.loads(fleet[name].read_text("/etc/docker/daemon.json"))
+        assert daemon["insecure-registries"] == ["twin-registry:5000"]
+        # The host's own settings (the twin's engine runs on vfs in its own cgroup) are merged, not overwritten.
+        assert daemon["storage-driver"] == "vfs" and daemon["cgroup-parent"]
 
 
 def test_changed_variable_replaces_only_the_affected_container(fleet, deployed):
     before = container_ids(fleet)
+    files_before = rendered_files(fleet, A)
     check = fleet.play("--check", "--diff", **{A: {"vllm_server_max_model_len": 4096}})
     assert check.rc == 0 and "--max-model-len 4096" in check.stdout
     assert container_ids(fleet) == before, "--check changed a container"
+    assert rendered_files(fleet, A) == files_before, "--check changed the rendered files"
     run = fleet.play(**{A: {"vllm_server_max_model_len": 4096}})
     assert run.rc == 0, run.stdout
     after = container_ids(fleet)
     assert after[A] != before[A] and after[B] == before[B]
     assert "4096" in fleet[A].inspect(NAME)["Args"]
-    assert serves(fleet[A])
+    assert serves(fleet, A)
     assert fleet.play().rc == 0  # back to the inventory's settings
+
+
+def rendered_files(fleet, name):
+    """Every file in the host's config folder, with its mode and content."""
+    listing = fleet[name].exec("sh", "-c", "cd %s && for f in * .[!.]*; do [ -f \"$f\" ] && "
+                                            "stat -c '%%n %%a' \"$f\" && cat \"$f\"; done; true" % CONFIG_DIR)
+    return listing.stdout
 
 
 def test_bad_change_fails_with_the_servers_error_and_the_previous_container_serves(fleet, deployed):
     before = fleet[B].inspect(NAME)["Id"]
+    files_before = rendered_files(fleet, B)
     run = fleet.play(**{B: {"vllm_server_dtype": "bfloat16"}})
     assert run.rc != 0 and run.failed_hosts() == [B]
     text = failure_text(run, B)
@@ -101,9 +117,34 @@ def test_bad_change_fails_with_the_servers_error_and_the_previous_container_serv
     assert "The previous container is serving again" in text
     restored = fleet[B].inspect(NAME)
     assert restored["Id"] == before and restored["State"]["Running"]
-    assert serves(fleet[B])
+    assert serves(fleet, B)
     assert fleet[B].inspect(NAME + "-previous") is None
-    assert serves(fleet[A]), "the other host must be untouched"
+    assert rendered_files(fleet, B) == files_before, "the rendered files must be the serving container's again"
+    assert serves(fleet, A), "the other host must be untouched"
+
+
+def test_a_replacement_interrupted_while_waiting_is_put_back_by_the_next_run(fleet, deployed):
+    """As Ctrl-C during "Wait until the new container serves" leaves a host: the serving container set aside
+    and stopped with its files, and a new one from a bad spec that does not serve."""
+    host, script = fleet[B], "%s/%s.sh" % (CONFIG_DIR, NAME)
+    files_before = rendered_files(fleet, B)
+    good = host.read_text(script)
+    host.docker("rename", NAME, NAME + "-previous")
+    host.docker("stop", NAME + "-previous")
+    host.exec("sh", "-c", "cd %s && mv %s.sh %s.sh.previous && mv %s.env %s.env.previous && cp %s.env.previous %s.env"
+              % ((CONFIG_DIR,) + (NAME,) * 6))
+    bad = good.replace("--dtype float16", "--dtype bfloat16")
+    assert bad != good
+    host.exec("sh", "-c", "cat > %s && sh %s" % (script, script), input=bad)
+
+    run = fleet.play(**{B: {"vllm_server_dtype": "bfloat16"}})  # the same bad change, run again
+    assert run.rc != 0 and run.failed_hosts() == [B]
+    assert "The previous container is serving again" in failure_text(run, B)
+    assert serves(fleet, B) and host.inspect(NAME + "-previous") is None
+    assert rendered_files(fleet, B) == files_before
+    assert fleet.play().rc == 0
+    code, output = fleet.verify()
+    assert code == 0, output
 
 
 def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
@@ -115,25 +156,47 @@ def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
         davinci = sorted(device["PathInContainer"] for device in container["HostConfig"]["Devices"]
                          if device["PathInContainer"][len("/dev/davinci"):].isdigit())
         assert davinci == ["/dev/davinci%d" % (2 * index), "/dev/davinci%d" % (2 * index + 1)]
-        assert serves(fleet[A], PORT + index)
+        assert serves(fleet, A, PORT + index)
     back = fleet.play()
-    assert back.rc == 0 and serves(fleet[A])
+    assert back.rc == 0 and serves(fleet, A)
     assert fleet[A].inspect("%s-npu1" % NAME) is None
 
 
-def test_api_key_stays_in_a_root_only_file(fleet, deployed):
+def test_a_fresh_fleet_gets_its_own_key_kept_for_its_operator_only(fleet, deployed):
+    key_file = fleet.inventory.parent / "credentials" / "api-key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600 and stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
+    key = fleet.api_key()
+    assert len(key) == 40
+    for name in fleet.hosts:
+        assert not serves(fleet, name, api_key=""), "%s: /v1 answers without the key" % name
+        assert serves(fleet, name, api_key=key)
+        assert fleet[name].mode("%s/%s.env" % (CONFIG_DIR, NAME)) == 0o600
+        assert fleet[name].mode("%s/.config-hash-salt" % CONFIG_DIR) == 0o600
+    salts = {fleet[name].read_text("%s/.config-hash-salt" % CONFIG_DIR) for name in fleet.hosts}
+    assert len(salts) == len(fleet.hosts), "each host salts its config-hash labels with a secret of its own"
+
+
+def test_an_operators_key_stays_out_of_scripts_labels_output_and_process_lists(fleet, deployed):
     key = "sk-" + uuid.uuid4().hex
     run = fleet.play(**{B: {"fleet_api_key": key}})
     assert run.rc == 0, run.stdout
     env_file = "%s/%s.env" % (CONFIG_DIR, NAME)
     assert fleet[B].mode(env_file) == 0o600
     assert key not in fleet[B].read_text("%s/%s.sh" % (CONFIG_DIR, NAME))
+    assert key not in json.dumps(fleet[B].inspect(NAME)["Config"]["Labels"])
     assert key not in run.stdout and all(key not in json.dumps(event) for event in run.events)
-    assert not serves(fleet[B]) and serves(fleet[B], api_key=key)
-    code, output = fleet.verify()  # the inventory now holds the key: the verify suite's probe uses it
+    assert not serves(fleet, B, api_key="") and serves(fleet, B, api_key=key)
+    code, output, commands = fleet.verify_watching_processes()  # the inventory holds the key: the probe uses it
     assert code == 0, output
     assert key not in output
-    assert fleet.play().rc == 0 and not fleet[B].exists(env_file)
+    assert commands and not [command for command in commands if key in command], "the key is in a process list"
+
+
+def test_an_empty_key_serves_an_open_api_without_an_env_file(fleet, deployed):
+    run = fleet.play(**{B: {"fleet_api_key": ""}})
+    assert run.rc == 0, run.stdout
+    assert serves(fleet, B, api_key="") and not fleet[B].exists("%s/%s.env" % (CONFIG_DIR, NAME))
+    assert fleet.play().rc == 0 and serves(fleet, B) and not serves(fleet, B, api_key="")
 
 
 def test_missing_shard_is_named(fleet, deployed):
@@ -146,6 +209,25 @@ def test_missing_shard_is_named(fleet, deployed):
     assert run.rc != 0
     text = failure_text(run, B)
     assert "is incomplete" in text and "missing: model-00003-of-00004.safetensors" in text, text
+
+
+def test_check_mode_reports_what_a_download_or_an_archive_would_do_instead_of_failing(fleet, deployed, tmp_path):
+    shard = fleet[B].root / "data/models" / MODEL / "model-00003-of-00004.safetensors"
+    os.rename(shard, str(shard) + ".away")
+    try:
+        download = fleet.play("--check", "--limit", B, "--tags", "model", "-e", "model_weights_source=command",
+                              "-e", "model_weights_download_command=true")
+        nothing_fills_it = fleet.play("--check", "--limit", B, "--tags", "model")
+    finally:
+        os.rename(str(shard) + ".away", shard)
+    assert download.rc == 0, download.stdout
+    assert nothing_fills_it.rc != 0 and "missing: model-00003-of-00004.safetensors" in failure_text(
+        nothing_fills_it, B), "check mode must still fail where a real run fails"
+    archive = tmp_path / "vllm-ascend-v9.tar"
+    archive.write_bytes(b"not loaded in check mode")
+    offline = fleet.play("--check", "--limit", B, "--tags", "image", "-e", "fleet_image_version=v9.9.9",
+                         "-e", "vllm_image_offline_tarball=%s" % archive)
+    assert offline.rc == 0, offline.stdout
 
 
 def test_incomplete_model_is_staged_from_the_controller(fleet, deployed, tmp_path):
@@ -207,6 +289,18 @@ def test_benchmark_playbook_reports_both_hosts(fleet, deployed, tmp_path):
     assert fleet[A].exec("sh", "-c", "ls /var/lib/vllm-bench/*.jsonl").stdout.strip()
 
 
+def test_a_resumed_benchmark_runs_no_finished_group_again(fleet, deployed, tmp_path):
+    results = "/var/lib/vllm-bench/%s.jsonl" % NAME
+    before = fleet[A].read_text(results)
+    assert len(before.splitlines()) == 12
+    run = fleet.play("-e", "vllm_bench_reports_dir=%s" % tmp_path, "-e", "vllm_bench_resume=true",
+                     playbook="playbooks/benchmark.yml")
+    assert run.rc == 0, run.stdout
+    assert fleet[A].read_text(results) == before, "a finished group was measured again"
+    (report_dir,) = list(tmp_path.iterdir())
+    assert json.loads((report_dir / "summary.json").read_text())["groups"] == 24
+
+
 def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed):
     fleet.write()
     code, output = fleet.verify()
@@ -226,6 +320,74 @@ def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed
     restored = fleet.play()
     assert restored.rc == 0, restored.stdout
     assert fleet.verify()[0] == 0
+
+
+PLAN = "%s/plan.json" % CONFIG_DIR
+
+
+def edit_plan(host, change):
+    plan = json.loads(host.read_text(PLAN))
+    change(plan)
+    host.exec("sh", "-c", "cat > %s" % PLAN, input=json.dumps(plan))
+
+
+@pytest.mark.parametrize("what,change,expected", [
+    ("restart policy", lambda host: host.docker("update", "--restart", "no", NAME),
+     "instance %s: restart policy no, expected unless-stopped" % NAME),
+    ("config hash", lambda host: host.exec("sed", "-i", "s/config-hash=[0-9a-f]*/config-hash=0000/",
+                                           "%s/%s.sh" % (CONFIG_DIR, NAME)),
+     "instance %s: config-hash label" % NAME),
+    ("image", lambda host: edit_plan(host, lambda plan: plan.update(image="quay.io/ascend/vllm-ascend:v9")),
+     "instance %s: runs image twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1-310p, expected "
+     "quay.io/ascend/vllm-ascend:v9" % NAME),
+    ("port", lambda host: edit_plan(host, lambda plan: plan["instances"][0].update(port=8099)),
+     "instance %s: nothing listens on port 8099" % NAME),
+    ("answer", lambda host: edit_plan(host, lambda plan: plan.update(served_name="Qwen3-VL-235B")),
+     "instance %s: does not serve" % NAME),
+])
+def test_verify_suite_fails_on_each_thing_it_checks(fleet, deployed, what, change, expected):
+    host = fleet[B]
+    saved = {path: host.read_text(path) for path in (PLAN, "%s/%s.sh" % (CONFIG_DIR, NAME))}
+    change(host)
+    try:
+        code, output = fleet.verify()
+    finally:
+        for path, text in saved.items():
+            host.exec("sh", "-c", "cat > %s" % path, input=text)
+        host.docker("update", "--restart", "unless-stopped", NAME)
+    assert code != 0 and "%s, %s" % (B, expected) in output, (what, output)
+    assert fleet.verify()[0] == 0
+
+
+def test_a_failing_batch_stops_the_rollout_before_the_next_host(fleet, deployed):
+    before = container_ids(fleet)
+    run = fleet.play("-e", "'{\"fleet_serial\": 1, \"fleet_max_fail_percentage\": 0}'",
+                     **{A: {"vllm_server_dtype": "bfloat16"}, B: {"vllm_server_max_model_len": 4096}})
+    assert run.rc != 0 and run.failed_hosts() == [A], run.stdout
+    assert container_ids(fleet)[B] == before[B] and "4096" not in fleet[B].inspect(NAME)["Args"], (
+        "the rollout went on to the next batch after the first failed")
+    assert fleet.play().rc == 0
+
+
+def test_an_offline_archive_is_loaded_where_the_image_is_absent(fleet, deployed, tmp_path):
+    source = "127.0.0.1:5000/ascend/vllm-ascend:v0.18.0rc1-310p"  # the twin registry, from this machine
+    offline = "twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1-offline-310p"
+    archive = tmp_path / "vllm-ascend-offline.tar"
+    docker("pull", "-q", source)
+    docker("tag", source, offline)
+    try:
+        docker("save", "-o", str(archive), offline)
+    finally:
+        docker("rmi", offline, source)
+    offline_run = ("--limit", B, "-e", "fleet_image_version=v0.18.0rc1-offline",
+                   "-e", "vllm_image_offline_tarball=%s" % archive)
+    run = fleet.play(*offline_run)
+    assert run.rc == 0, run.stdout
+    assert fleet[B].inspect(NAME)["Config"]["Image"] == offline and serves(fleet, B)
+    again = fleet.play(*offline_run)
+    assert again.rc == 0 and again.changed() == 0, again.stdout
+    assert fleet.play().rc == 0
+    fleet[B].docker("rmi", offline)
 
 
 def test_teardown_leaves_nothing_of_ours(fleet, deployed):

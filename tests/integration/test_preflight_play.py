@@ -92,3 +92,11 @@ def test_bad_settings_stop_the_run_before_any_host_is_touched(fleet, extra, expe
     assert run.rc != 0
     assert expected in run.stdout, run.stdout
     assert run.results("Gather the NPU facts") == {}
+
+
+def test_a_host_that_fails_preflight_gets_no_container(fleet):
+    run = fleet.play("--limit", "bad-driver", preflight=True)
+    assert run.rc != 0 and run.failed_hosts() == ["bad-driver"]
+    assert run.results("Gather the NPU facts"), "preflight did not run"
+    assert fleet["bad-driver"].docker("ps", "-aq").stdout.split() == []
+    assert not fleet["bad-driver"].exists("/etc/vllm-ascend")

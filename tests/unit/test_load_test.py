@@ -80,3 +80,15 @@ def test_check_mode_plans_the_full_matrix_and_touches_nothing(tmp_path):
     # Per size: waves (64, 8, 4, 2, 1 -> 79) x tokens (256 + 64 + 32 = 352) x 0.09 s; three sizes.
     assert planned["estimated_seconds"] == pytest.approx(round(3 * 79 * 352 * 0.09, 1))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_key_is_read_from_the_servers_env_file(server, tmp_path):  # noqa: F811
+    env_file = tmp_path / "vllm-ascend.env"
+    env_file.write_text("VLLM_API_KEY=sk-from-env-file\n")
+    client = load_test.validate(params(base_url=server, api_key_file=str(env_file)))
+    assert client.headers["Authorization"] == "Bearer sk-from-env-file"
+    env_file.write_text("OTHER=1\n")
+    with pytest.raises(load_test.BenchmarkError, match="holds no VLLM_API_KEY=<key> line.*Fix: "):
+        load_test.validate(params(base_url=server, api_key_file=str(env_file)))
+    with pytest.raises(load_test.BenchmarkError, match="cannot be read .*FileNotFoundError"):
+        load_test.validate(params(base_url=server, api_key_file=str(tmp_path / "missing.env")))

@@ -64,12 +64,19 @@ def test_every_seed_device_is_mapped(rendered):
     assert len(options(run_args, "--device")) == 11
 
 
-def test_every_seed_mount_is_there(rendered):
+def test_every_seed_mount_is_there_and_the_hosts_files_are_read_only(rendered):
     _, run_args, _ = rendered
     seed_run, _, _ = seed_commands()
-    ours = set(options(run_args, "-v"))
-    assert set(options(seed_run, "-v")) <= ours
-    assert "/models/Qwen3-VL-8B-Instruct/:/models/Qwen3-VL-8B-Instruct/:ro" in ours
+    ours = {mount.split(":")[1]: mount for mount in options(run_args, "-v")}
+    for seed_mount in options(seed_run, "-v"):
+        source, target = seed_mount.split(":")[:2]
+        assert target in ours, "the seed mounts %s; the rendered run does not" % target
+        if target == "/root/.cache":
+            # The containers' cache has its own host folder, not root's home.
+            assert ours[target] == "/var/cache/vllm-ascend:/root/.cache"
+        else:
+            assert ours[target] == "%s:%s:ro" % (source, target)
+    assert ours["/models/Qwen3-VL-8B-Instruct/"] == "/models/Qwen3-VL-8B-Instruct/:/models/Qwen3-VL-8B-Instruct/:ro"
 
 
 def test_port_shm_and_image_follow_the_seed_without_privileged(rendered):
@@ -79,6 +86,7 @@ def test_port_shm_and_image_follow_the_seed_without_privileged(rendered):
     assert options(run_args, "--shm-size") == options(seed_run, "--shm-size") == ["1g"]
     assert "--privileged" in seed_run and "--privileged" not in run_args
     assert seed_run[-1] == "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
+    assert run_args[-1] == "--", "docker's options must end before the image, so it is never read as one"
     assert options(run_args, "--restart") == ["unless-stopped"]
     assert [label.split("=")[0] for label in options(run_args, "--label")] == [
         "ascend-vllm-fleet.instance", "ascend-vllm-fleet.host", "ascend-vllm-fleet.port",

@@ -92,4 +92,36 @@ def test_the_docker_run_uses_the_fleet_docker_cli_and_the_planned_manager_device
     devices = [line[1] for line in lines if line[0] == "--device"]
     assert devices == ["/dev/davinci0:/dev/davinci0", "/dev/davinci1:/dev/davinci1"] + [
         "%s:%s" % (path, path) for path in MANAGERS]
-    assert ["--label", "site.host=npu-node-01"] in lines and [recorded["image"]] in lines
+    assert ["--label", "site.host=npu-node-01"] in lines and ["--", recorded["image"]] in lines
+
+
+@pytest.mark.parametrize("setting,value,variable", [
+    ("container_name", "vllm\ntouch /tmp/owned", "vllm_server_container_name"),
+    ("container_name", "../etc/vllm", "vllm_server_container_name"),
+    ("container_name", "-v", "vllm_server_container_name"),
+    ("container_name", "", "vllm_server_container_name"),
+    ("image", "--privileged", "fleet_image"),
+    ("image", "quay.io/ascend/vllm-ascend:v1 --all-tags", "fleet_image"),
+    ("image", "Quay.io/Ascend/VLLM", "fleet_image"),
+    ("image", "quay.io/ascend/vllm-ascend@sha256:abc", "fleet_image"),
+    ("served_name", "Qwen3 VL", "vllm_server_served_name"),
+    ("served_name", "-x", "vllm_server_served_name"),
+    ("served_name", 8, "vllm_server_served_name"),
+])
+def test_names_that_would_become_flags_paths_or_lines_are_refused(setting, value, variable):
+    settings = {"host": "npu-node-01", "layout": "single", "container_name": "vllm-ascend", "port": "8000",
+                "tensor_parallel_size": "2", "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p",
+                "served_name": "Qwen3-VL-8B-Instruct"}
+    settings[setting] = value
+    with pytest.raises(AnsibleFilterError, match="^%s is .*: expected " % variable):
+        vllm_server.vllm_server_plan(host(), settings)
+
+
+@pytest.mark.parametrize("image", ["quay.io/ascend/vllm-ascend:v0.18.0rc1-310p", "twin-registry:5000/a/b:c",
+                                   "localhost/vllm", "vllm-ascend", "registry.example.cn:5000/ascend/vllm-ascend"
+                                   "@sha256:" + "ab" * 32])
+def test_image_references_a_site_uses_are_accepted(image):
+    recorded = vllm_server.vllm_server_plan(host(), {
+        "host": "n", "layout": "single", "container_name": "vllm-ascend", "port": "8000",
+        "tensor_parallel_size": "2", "image": image, "served_name": "Qwen3-VL-8B-Instruct"})
+    assert recorded["image"] == image

@@ -3,13 +3,16 @@
 Run it the way testinfra runs against any inventory, from the repository root:
   pytest tests/verify --hosts='ansible://ascend' --ansible-inventory=inventory/<site>/hosts.yml
 """
+import contextlib
 import json
 import pathlib
 import sys
+import tempfile
 
 import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -20,15 +23,18 @@ from vllm_server import PLAN_FORMAT  # noqa: E402  (the plan file's layout the s
 ROLES = ("fleet", "ascend_preflight", "docker_runtime", "vllm_image", "model_weights", "vllm_server")
 
 
-def expected_settings(inventory_variables):
+def expected_settings(inventory_variables, inventory_file):
     """Role defaults overlaid with the host's inventory variables, templated as Ansible would."""
     variables = {}
     for role in ROLES:
         variables.update(yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text()) or {})
     variables.update(inventory_variables)
     variables.setdefault("ansible_playbook_python", sys.executable)
+    # What a playbook run knows of the inventory: where the fleet's generated key is kept (fleet_api_key_file).
+    variables.setdefault("inventory_dir", str(pathlib.Path(inventory_file).resolve().parent))
     # Defaults and inventory are the operator's own files: their templates are trusted, as in a playbook run.
     variables = {key: trusted(value) for key, value in variables.items()}
+    init_plugin_loader()  # the defaults use lookups (the fleet's generated key), as a playbook run does
     templar = Templar(loader=DataLoader(), variables=variables)
     return lambda name: templar.template(variables[name])
 
@@ -49,7 +55,7 @@ class Deployment:
     def __init__(self, host):
         self.host = host
         self.name = host.backend.get_hostname()
-        self.setting = expected_settings(host.ansible.get_variables())
+        self.setting = expected_settings(host.ansible.get_variables(), host.backend.ansible_runner.inventory_file)
         facts = host.ansible("npu_facts", self.fleet_arguments(NPU_FACTS_OPTIONS))
         self.ascend = facts["ansible_facts"]["ascend"]
         self.plan = self.read_plan()
@@ -69,6 +75,18 @@ class Deployment:
 
     def instances(self):
         return self.plan["instances"]
+
+    @contextlib.contextmanager
+    def api_key_file(self):
+        """A file holding the fleet's API key, readable by this user only, removed after use; None: no key."""
+        key = self.setting("fleet_api_key")
+        if not key:
+            yield None
+            return
+        with tempfile.NamedTemporaryFile("w", prefix="verify-key-") as handle:  # created with mode 0600
+            handle.write(key)
+            handle.flush()
+            yield handle.name
 
     def container(self, name):
         result = self.host.run("%s container inspect %s" % (self.setting("fleet_docker_bin"), name))

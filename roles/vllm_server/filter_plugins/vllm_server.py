@@ -5,6 +5,7 @@ argument list the seed's `docker run` + `vllm serve` becomes. The unit tests com
 seed's command.
 """
 import json
+import re
 
 from ansible.errors import AnsibleFilterError
 
@@ -19,6 +20,28 @@ CONTAINER_PATHS = {
 }
 # Written into the plan file: readers check it before trusting the layout of the record.
 PLAN_FORMAT = 1
+# Docker's own rule for container names; per_card appends -npu<ID> to it.
+CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$")
+# A registry reference: [host[:port]/]path[:tag][@sha256:digest], path components in lower case (the grammar
+# of Docker's distribution/reference, without its rarely used forms).
+COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?%s(?:/%s)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+                             r"(?:@sha256:[0-9a-f]{64})?$" % (COMPONENT, COMPONENT))
+# A served model name reaches vllm serve, a label and the clients' requests: printable, no spaces.
+SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,200}$")
+
+
+def _check_names(settings):
+    """Refuse names that would become flags, paths or new lines in the rendered script, before anything runs."""
+    checks = (("vllm_server_container_name", settings["container_name"], CONTAINER_NAME,
+               "letters, digits, '_', '.' and '-', starting with a letter or digit (Docker's rule)"),
+              ("fleet_image", settings["image"], IMAGE_REFERENCE,
+               "a registry reference such as quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"),
+              ("vllm_server_served_name", settings["served_name"], SERVED_NAME,
+               "letters, digits and '_.:/-', no spaces, starting with a letter or digit"))
+    for variable, value, pattern, expected in checks:
+        if not isinstance(value, str) or not pattern.match(value):
+            raise AnsibleFilterError("%s is %s: expected %s" % (variable, json.dumps(value), expected))
 
 
 def _usable_chips(ascend):
@@ -37,6 +60,7 @@ def vllm_server_plan(ascend, settings):
 
     settings: host, layout, container_name, port, tensor_parallel_size, image, served_name.
     """
+    _check_names(settings)
     if ascend.get("missing_manager_devices"):
         raise AnsibleFilterError("%s missing on %s: every vLLM container needs them. Fix: reinstall the Ascend "
                                  "driver (it creates them) and reboot" % (
@@ -104,15 +128,19 @@ def vllm_server_docker_run(instance, plan, settings):
         "install_info": settings["install_info"],
         "cache": settings["cache_dir"],
     }
-    for key in ("dcmi", "npu_smi", "driver_lib64", "driver_version", "install_info", "cache"):
-        lines.append(["-v", "%s:%s" % (host_paths[key], CONTAINER_PATHS[key])])
+    # The driver's files are mounted read-only: preflight runs the host's npu-smi as root, so no container may
+    # replace it. The cache is the containers' own folder, not the host's /root/.cache.
+    for key in ("dcmi", "npu_smi", "driver_lib64", "driver_version", "install_info"):
+        lines.append(["-v", "%s:%s:ro" % (host_paths[key], CONTAINER_PATHS[key])])
+    lines.append(["-v", "%s:%s" % (host_paths["cache"], CONTAINER_PATHS["cache"])])
     lines.append(["-v", "%s:%s:ro" % (settings["model_dir"], settings["model_container_dir"])])
     lines.append(["-p", "%s:%d:%d" % (settings["bind_address"], instance["port"], settings["container_port"])])
     for key, value in sorted(settings["env"].items()):
         lines.append(["-e", "%s=%s" % (key, value)])
     if settings["env_file"]:
         lines.append(["--env-file", settings["env_file"]])
-    lines.append([plan["image"]])
+    # `--` ends docker's options: the image can never be read as one.
+    lines.append(["--", plan["image"]])
     return lines + vllm_serve_lines(plan, settings)
 
 
