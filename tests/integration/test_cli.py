@@ -75,4 +75,4 @@ def test_artifacts_hold_no_secret(fleet):
     artifacts = output.rsplit("artifacts: ", 1)[1].strip()
     found = subprocess.run(["grep", "-rl", "sk-cli-secret", artifacts], stdout=subprocess.PIPE,
                            universal_newlines=True)
-    assert found.stdout == "", "secret written to %s" % found.stdout
+    assert found.returncode == 1, "secret written to %s (grep exit %d)" % (found.stdout, found.returncode)

@@ -57,7 +57,8 @@ class Terminal:
         self.socket = "operator-view-" + uuid.uuid4().hex[:8]
         # The command finds ansible-playbook beside the tests' Python, as in `scripts/dev test`; the pane stays
         # open after it ends, so its last screen can be read.
-        shell = "cd %s && PATH=%s:$PATH %s; echo \"exit code: $?\"; sleep %d" % (
+        # COLUMNS and LINES left in the environment by the test process would override the pane's own size.
+        shell = "unset COLUMNS LINES; cd %s && PATH=%s:$PATH %s; echo \"exit code: $?\"; sleep %d" % (
             shlex.quote(str(REPO)), shlex.quote(os.path.dirname(sys.executable)),
             " ".join(shlex.quote(part) for part in command), PATIENCE_S)
         self.tmux("new-session", "-d", "-s", "view", "-x", str(width), "-y", str(height), shell)
