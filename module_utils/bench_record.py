@@ -292,14 +292,3 @@ def run_ended(progress, request_timeout_s, waited_s=0, now=None):
     if progress.get("finished"):
         return True
     return (time.time() if now is None else now) - progress["updated_at"] > limit
-
-
-def describe_progress(progress, instance):
-    """One line on how far an instance's run is."""
-    group = progress.get("group")
-    if progress.get("finished") or not group:
-        line = "%s: %s/%s groups done" % (instance, progress.get("groups_done"), progress.get("groups_total"))
-        return line + (" (failed: %s)" % progress["error"] if progress.get("error") else "")
-    return "%s: group %s/%s (%s, max_tokens %s, concurrency %s): %s/%s requests" % (
-        instance, progress["group_number"], progress["groups_total"], group["image_size"], group["max_tokens"],
-        group["concurrency"], progress["requests_done"], progress["requests_total"])

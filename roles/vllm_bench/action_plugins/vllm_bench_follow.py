@@ -36,7 +36,7 @@ JOB_RECHECK_S = 2
 
 
 def load_filters():
-    """The role's filters (file paths, whether a run ended), the same functions its tasks use."""
+    """The role's filters (file paths), the same functions its tasks use."""
     path = pathlib.Path(__file__).resolve().parents[1] / "filter_plugins" / "vllm_bench.py"
     spec = importlib.util.spec_from_file_location("vllm_bench_filters", str(path))
     module = importlib.util.module_from_spec(spec)
@@ -114,16 +114,14 @@ class ActionModule(ActionBase):
         """The file's bytes on the host, None when it does not exist (yet)."""
         answer = self._execute_module(module_name="ansible.legacy.slurp", module_args={"src": path},
                                       task_vars=self.task_vars)
-        if "content" not in answer:
-            return None, answer
-        return base64.b64decode(answer["content"]), answer
+        return base64.b64decode(answer["content"]) if "content" in answer else None
 
     def poll(self, instance, polls, shares, started_at, args):
         """Read the instance's files and work out its status; collect its job once its run has ended."""
-        content, answer = self.slurp(instance.progress_path)
+        content = self.slurp(instance.progress_path)
         current = progress.bench_record.read_progress(content) if content is not None else None
-        ended = filters.vllm_bench_run_ended(dict(answer, attempts=polls), args["request_timeout_s"],
-                                             args["poll_interval"])
+        ended = progress.bench_record.run_ended(current, args["request_timeout_s"],
+                                                waited_s=polls * args["poll_interval"])
         groups_done = (current or {}).get("groups_done")
         if ended or groups_done != instance.groups_done:
             instance.records = self.read_records(instance.results_path)
@@ -146,7 +144,7 @@ class ActionModule(ActionBase):
 
     def read_records(self, path):
         """The records of a results file on the host, read by bench_record, the format's one owner."""
-        content, _answer = self.slurp(path)
+        content = self.slurp(path)
         if content is None:
             return []
         with tempfile.NamedTemporaryFile(suffix=progress.bench_record.RESULTS_SUFFIX) as copy:

@@ -1,11 +1,10 @@
-"""Where an instance's benchmark files are on its host, and whether its run is over, as module_utils/bench_record.py
-(the one owner of those files' format) says; the plan's lines and where the run's statuses are kept, as
+"""Where an instance's benchmark files are on its host, as module_utils/bench_record.py (the one owner of those
+files' format) says; the plan's lines and where the run's statuses are kept, as
 ascend_vllm_fleet/progress.py says.
 
 The role's tasks and its follow step (action_plugins/vllm_bench_follow.py) use these, so they repeat neither
 the file names nor the files' fields.
 """
-import base64
 import pathlib
 import sys
 
@@ -28,15 +27,6 @@ def vllm_bench_progress_file(results_file):
     return bench_record.progress_file(results_file)
 
 
-def vllm_bench_run_ended(poll, request_timeout_s, poll_interval_s):
-    """Whether to stop polling: poll is a registered slurp of the progress file, retried every poll_interval_s."""
-    current = None
-    if "content" in poll:
-        current = bench_record.read_progress(base64.b64decode(poll["content"]))
-    waited = poll.get("attempts", 1) * float(poll_interval_s)
-    return bench_record.run_ended(current, request_timeout_s, waited_s=waited)
-
-
 def vllm_bench_plan_lines(planned):
     """One line per instance (groups, requests, estimated time) from the registered check-mode runs."""
     return [progress.plan_line(progress.plan_entry(result)) for result in planned]
@@ -51,6 +41,5 @@ class FilterModule:
     def filters(self):
         return {"vllm_bench_results_file": vllm_bench_results_file,
                 "vllm_bench_progress_file": vllm_bench_progress_file,
-                "vllm_bench_run_ended": vllm_bench_run_ended,
                 "vllm_bench_plan_lines": vllm_bench_plan_lines,
                 "vllm_bench_status_file": vllm_bench_status_file}
