@@ -147,6 +147,24 @@ def test_a_replacement_interrupted_while_waiting_is_put_back_by_the_next_run(fle
     assert code == 0, output
 
 
+def test_a_previous_container_that_no_longer_serves_is_reported_as_such(fleet, deployed):
+    """A rollback can put back a container that cannot serve any more (here a shard lost from the model's disk
+    during the change): the failure says so, with the reason, instead of claiming the host serves again."""
+    shard = fleet[B].root / "data/models" / MODEL / "model-00004-of-00004.safetensors"
+    os.rename(shard, str(shard) + ".away")
+    try:
+        run = fleet.play("--skip-tags", "model", **{B: {"vllm_server_max_model_len": 4096}})
+    finally:
+        os.rename(str(shard) + ".away", shard)
+    assert run.rc != 0 and run.failed_hosts() == [B]
+    text = failure_text(run, B)
+    assert "The previous container was put back but does not serve" in text, text
+    assert "The previous container is serving again" not in text
+    assert text.count("No such file or directory") >= 2, "both the new and the restored container's reason"
+    assert "4096" not in fleet[B].inspect(NAME)["Args"], "the container put back must be the previous one"
+    assert fleet.play().rc == 0 and serves(fleet, B)
+
+
 def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
     run = fleet.play(**{A: {"vllm_server_layout": "per_card"}})
     assert run.rc == 0, run.stdout
