@@ -23,6 +23,8 @@ from .host_code import REPO
 # role) that bounds the wait, None for a wait with no bound of its own.
 LONG_WAITS = {
     "vllm_probe": ("loading model", ("vllm_server", "vllm_server_ready_timeout")),
+    # vllm_server waits for its loading instances together, as async jobs: the role's only async_status.
+    "ansible.builtin.async_status": ("loading model", ("vllm_server", "vllm_server_ready_timeout")),
     "docker_image_pull": ("pulling image", None),
 }
 COLUMNS = ("host", "instance", "phase", "group", "parameters", "requests", "errors", "elapsed", "ETA")

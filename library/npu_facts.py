@@ -13,9 +13,17 @@ DOCUMENTATION = r"""
 module: npu_facts
 short_description: Gather Huawei Ascend NPU facts (cards, chips, driver, firmware, devices, processes)
 description:
-  - Runs C(npu-smi info), C(npu-smi info -m), C(npu-smi info -l) and, for every NPU ID found,
-    C(npu-smi info -t board -i <id>) and C(npu-smi info -t product -i <id>); reads the driver's and the
-    firmware's C(version.info), C(/etc/ascend_install.info), the C(/dev/davinciN) nodes and the CPU model.
+  - Runs C(npu-smi info), C(npu-smi info -m), C(npu-smi info -l), C(npu-smi info -t topo), for every NPU ID
+    found C(npu-smi info -t board -i <id>) and C(npu-smi info -t product -i <id>), and for every
+    C(/dev/davinciN) node C(npu-smi info -t phyid-remap -p N); reads the driver's and the firmware's
+    C(version.info), C(/etc/ascend_install.info), the C(/dev/davinciN) nodes and the CPU model.
+  - The N of a chip's C(/dev/davinciN) is its physical id, which need not be its logic id (the id npu-smi lists
+    chips by). C(npu-smi info -t phyid-remap -p N) tells which chip node N is; each chip's C(device) comes from
+    it. Where npu-smi cannot answer it (older drivers), C(phy_ids_known) is false and C(device) falls back to
+    C(davinci<logic id>); when the nodes present are then not exactly the logic ids, C(problems) says that the
+    devices of the chips are unknown.
+  - Each chip's C(cpu_affinity) is the C(CPU Affinity) column of C(npu-smi info -t topo), the CPUs near the chip
+    that vLLM-Ascend binds its workers to.
   - Returns everything under C(ansible_facts.ascend). Never changes anything on the host.
   - Never fails because of the device state. A missing npu-smi gives C(present=false); a dcmi error (for
     example C(ret is -8005) or C(-8020), which npu-smi prints on stdout) gives C(ready=false) with the known
@@ -345,11 +353,29 @@ ansible_facts:
               returned: always
               type: int
               sample: 0
+            phy_id:
+              description:
+                - Physical id of the chip, the N of its C(/dev/davinciN), from C(npu-smi info -t phyid-remap).
+                - Null when npu-smi cannot tell (C(phy_ids_known) false) or no node under C(dev_dir) is this chip.
+              returned: always
+              type: int
+              sample: 0
             device:
-              description: The C(davinciN) node of the chip under C(dev_dir); null without a logic id.
+              description:
+                - The C(davinciN) node of the chip under C(dev_dir), N being its C(phy_id).
+                - When C(phy_ids_known) is false, C(davinci<logic_id>) (null without a logic id), right only where
+                  physical and logic ids agree.
+                - Null when the physical ids are known but no node is this chip's.
               returned: always
               type: str
               sample: /dev/davinci0
+            cpu_affinity:
+              description: The CPUs near the chip (C(CPU Affinity) of C(npu-smi info -t topo)), sorted; empty
+                when npu-smi did not tell.
+              returned: always
+              type: list
+              elements: int
+              sample: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
           sample:
             - npu_id: 1
               chip_id: 0
@@ -364,7 +390,9 @@ ansible_facts:
               aicore_percent: 0
               hugepages_used: 0
               hugepages_total: 0
+              phy_id: 0
               device: /dev/davinci0
+              cpu_affinity: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23]
         chip_count:
           description: Number of chips.
           returned: always
@@ -381,6 +409,14 @@ ansible_facts:
           type: list
           elements: str
           sample: ["310P3"]
+        phy_ids_known:
+          description:
+            - C(npu-smi info -t phyid-remap -p N) answered for every C(davinciN) node under C(dev_dir), so every
+              chip's C(device) is its own node.
+            - False when it failed for one of them (an npu-smi without that query) or there is no node.
+          returned: always
+          type: bool
+          sample: true
         devices:
           description: The C(davinciN) nodes found under C(dev_dir), in numeric order.
           returned: always
@@ -464,8 +500,10 @@ from ansible.module_utils.npu_smi import (
     parse_cpu_model,
     parse_list,
     parse_mapping,
+    parse_phyid_remap,
     parse_product,
     parse_table,
+    parse_topo,
     parse_version_file,
 )
 from ansible.module_utils.option_checks import OptionError, number_at_least, text_given, unexpected_failure
@@ -553,7 +591,8 @@ class Gatherer:
             "firmware_version": None, "firmware_version_file": None, "install_info": {},
             "architecture": platform.machine(), "cpu_model": cpu_model(),
             "cards": [], "chips": [], "chip_count": 0, "card_count": 0, "chip_names": [],
-            "unhealthy_npu_ids": [], "devices": [], "manager_devices": [], "missing_manager_devices": [],
+            "unhealthy_npu_ids": [], "phy_ids_known": False, "devices": [], "manager_devices": [],
+            "missing_manager_devices": [],
             "processes": [],
         }
         self.read_files(facts)
@@ -590,6 +629,8 @@ class Gatherer:
                                  "samples in this collection's tests (tests/fixtures/npu-smi); a driver that prints "
                                  "another table needs the parser (module_utils/npu_smi.py) taught" % row)
         self.merge_chips(facts, path, table["chips"])
+        self.read_phy_ids(facts, path)
+        self.read_cpu_affinity(facts, path)
         self.read_cards(facts, path)
         facts["ready"] = bool(facts["chips"]) and not table["unreadable_rows"]
         if not facts["chips"]:
@@ -615,11 +656,58 @@ class Gatherer:
             row = by_ids.get((chip["npu_id"], chip["chip_id"]))
             if row and chip["logic_id"] is None:
                 chip["logic_id"] = row["logic_id"]
-            chip["device"] = (os.path.join(params_dev(self.params), "davinci%d" % chip["logic_id"])
-                              if chip["logic_id"] is not None else None)
         facts["chips"] = chips
         facts["chip_count"] = len(chips)
         facts["chip_names"] = sorted(set(chip["name"] for chip in chips if chip["name"]))
+
+    def read_phy_ids(self, facts, path):
+        """Each chip's physical id and device node, asking npu-smi which chip each /dev/davinciN node is.
+
+        Not through query(): an npu-smi without `-t phyid-remap` is only a problem where the nodes' numbers are not
+        the logic ids, which is told once, below, with its consequence.
+        """
+        logic_of_node, failure = {}, None
+        for node in facts["devices"]:
+            number = davinci_number(node)
+            code, output = self.npu_smi(path, "info", "-t", "phyid-remap", "-p", str(number))
+            remap = parse_phyid_remap(output) if code == 0 and not dcmi_failure(output) else None
+            if remap is None or remap["phy_id"] != number:
+                failure = "`npu-smi info -t phyid-remap -p %d` (exit %s): %s" % (
+                    number, code, dcmi_failure(output) or (output.strip().splitlines() or ["no output"])[-1])
+                break
+            logic_of_node[number] = remap["logic_id"]
+        facts["phy_ids_known"] = bool(facts["devices"]) and failure is None
+        phy_of_logic = dict((logic, phy) for phy, logic in logic_of_node.items())
+        dev = params_dev(self.params)
+        for chip in facts["chips"]:
+            if facts["phy_ids_known"]:
+                chip["phy_id"] = phy_of_logic.get(chip["logic_id"])
+                number = chip["phy_id"]
+            else:
+                chip["phy_id"] = None
+                number = chip["logic_id"]
+            chip["device"] = os.path.join(dev, "davinci%d" % number) if number is not None else None
+        numbers = sorted(davinci_number(node) for node in facts["devices"])
+        logic_ids = sorted(chip["logic_id"] for chip in facts["chips"] if chip["logic_id"] is not None)
+        if failure and numbers != logic_ids:
+            self.problems.append(
+                "the /dev/davinciN nodes under %s are %s but the chips' logic ids are %s, and npu-smi cannot tell "
+                "which node is which chip: %s. Each chip's device is unknown; a container given "
+                "davinci<logic id> would get another chip or none. Fix: install an Ascend driver whose npu-smi "
+                "answers `npu-smi info -t phyid-remap -p <N>` (`npu-smi info -h` lists phyid-remap), or, if a node "
+                "is missing, reload the driver or reboot" % (dev, " ".join(map(str, numbers)) or "none",
+                                                            " ".join(map(str, logic_ids)), failure))
+
+    def read_cpu_affinity(self, facts, path):
+        """Each chip's CPU affinity from the topo matrix, whose rows are chip logic ids."""
+        affinity = parse_topo(self.query(path, "info", "-t", "topo") or "")
+        for chip in facts["chips"]:
+            chip["cpu_affinity"] = affinity.get(chip["logic_id"], [])
+        unknown = [str(chip["logic_id"]) for chip in facts["chips"] if not chip["cpu_affinity"]]
+        if affinity and unknown:
+            self.problems.append("`npu-smi info -t topo` gives no CPU affinity for the chip(s) with logic id %s: "
+                                 "their cpu_affinity is empty. Fix: compare its output with the samples in this "
+                                 "collection's tests (tests/fixtures/npu-smi)" % ", ".join(unknown))
 
     def read_cards(self, facts, path):
         listed_total, listed = parse_list(self.query(path, "info", "-l") or "")

@@ -156,12 +156,18 @@ class ProbeFailed(Exception):
 
 
 def container_state(docker, name):
-    """(running, status text) of a container, or (False, reason) when it does not exist."""
-    code, out, _err = run_docker(docker, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", "--", name)
+    """(running, restarts, status text) of a container, or (False, 0, reason) when it does not exist.
+
+    restarts counts the restarts Docker's restart policy made: a container that crashes while loading is started
+    again at once and may look running whenever it is looked at.
+    """
+    code, out, _err = run_docker(docker, "inspect", "--format",
+                                 "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}", "--", name)
     if code != 0:
-        return False, "container %s does not exist" % name
-    status, _space, exit_code = out.strip().partition(" ")
-    return status == "running", "container %s is %s (exit code %s)" % (name, status, exit_code)
+        return False, 0, "container %s does not exist" % name
+    status, exit_code, restarts = (out.split() + ["?", "?", "0"])[:3]
+    restarts = int(restarts) if restarts.isdigit() else 0
+    return status == "running", restarts, "container %s is %s (exit code %s)" % (name, status, exit_code)
 
 
 def container_logs(docker, name, lines):
@@ -173,18 +179,30 @@ def wait_ready(client, params):
     """Seconds until ready and the served names; raises RuntimeError with the reason."""
     started = time.time()
     last = "no answer yet"
+    restarts_before = None
     while True:
         if params["container"]:
-            running, state = container_state(params["docker"], params["container"])
+            running, restarts, state = container_state(params["docker"], params["container"])
             if not running:
                 raise RuntimeError("%s before it became ready (last check: %s). Fix: the log below says why it "
                                    "stopped" % (state, last))
+            restarts_before = restarts if restarts_before is None else restarts_before
+            if restarts > restarts_before:
+                raise RuntimeError("container %s crashed and was restarted by Docker %d time(s) while loading: it "
+                                   "is in a restart loop (last check: %s). Fix: the log below says why it stopped"
+                                   % (params["container"], restarts - restarts_before, last))
         status, health = client.call("GET", "/health", timeout=5)
         if status == 200:
             status, models = client.call("GET", "/v1/models", timeout=10)
             names = served_models(models)
             if status == 200 and params["model"] in names:
                 return time.time() - started, names
+            if status in (401, 403):
+                # vLLM checks the key on /v1/* only: /health answered, so waiting longer cannot help.
+                raise RuntimeError("the server refuses the API key: /v1/models answered %d %s. Fix: the key given "
+                                   "(api_key, from fleet_api_key) must be the one the server was started with "
+                                   "(its --api-key or VLLM_API_KEY, in the instance's env file); deploy again to "
+                                   "start the instance with the fleet's key" % (status, str(models)[:200]))
             last = ("/v1/models answered %s, listing %s, not %s" % (status, names or models, params["model"]))
         else:
             last = "/health answered %s" % (status if status is not None else health)

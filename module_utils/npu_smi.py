@@ -22,6 +22,8 @@ PAIR = re.compile(r"(\d+)\s*/\s*(\d+)")
 DCMI_ERROR = re.compile(r"ret is (-?\d+)")
 CONTAINER_ID = re.compile(r"([0-9a-f]{64})")
 DAVINCI = re.compile(r"davinci(\d+)$")
+CPU_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+TOPO_ROW = re.compile(r"^NPU(\d+)$")
 # CPU implementer 0x48 is HiSilicon; part numbers as the kernel's cputype table names them.
 HISILICON_PARTS = {"0xd01": "Kunpeng-920", "0xd02": "Kunpeng-920 (TaiShan v200M)"}
 
@@ -197,6 +199,58 @@ def parse_mapping(text):
         rows.append({"npu_id": to_int(columns[0]), "chip_id": to_int(columns[1]),
                      "logic_id": to_int(columns[2]), "name": columns[3]})
     return rows
+
+
+def parse_phyid_remap(text):
+    """`npu-smi info -t phyid-remap -p <phy_id>`: {'phy_id', 'logic_id', 'npu_id', 'chip_id'} of that one chip,
+    or None when a field is missing (an npu-smi without that type prints its usage or an error instead).
+
+    npu-smi prints four `<TAB><label padded to 30>:<value>` lines, with no space around the colon (its own source,
+    show_ascend_chip_phyid_remap_info; Huawei's npu-smi reference shows the same four labels). The phy_id is the N
+    of /dev/davinciN.
+    """
+    labels = {"Chip Physical ID": "phy_id", "Chip Logic ID": "logic_id", "NPU ID": "npu_id", "Chip ID": "chip_id"}
+    found = {}
+    for block in kv_blocks(text):
+        for label, value in block:
+            if label in labels:
+                found[labels[label]] = to_int(value)
+    if len(found) < len(labels) or None in found.values():
+        return None
+    return found
+
+
+def expand_cpu_list(text):
+    """`0-23,48-71` -> [0, ..., 23, 48, ..., 71], sorted; None for anything that is not such a list."""
+    if not CPU_LIST.match(text or ""):
+        return None
+    cpus = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return sorted(cpus)
+
+
+def parse_topo(text):
+    """`npu-smi info -t topo`: chip logic id -> the CPUs of its `CPU Affinity` column, sorted.
+
+    The matrix has a header line (a TAB, three spaces, `NPU<id>` per chip padded to 11, then `CPU Affinity`), one
+    row per chip (`NPU<id>` padded to 11, one link type per chip padded to 11, the affinity last), a blank line and
+    a legend (npu-smi's own source, print_npu_topo_info; a 910B3 sample in tests/fixtures/npu-smi). Huawei's
+    reference says the id after NPU is the chip's logic id. Newer drivers add NIC columns and rows: rows are told
+    by their `NPU<id>` first word and an affinity by its form, not by column counts. Where npu-smi prints no
+    affinity (A3 on Arm, or `This device does not support querying topo.`), no chip is returned.
+    """
+    affinity = {}
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) < 2:
+            continue
+        row = TOPO_ROW.match(words[0])
+        cpus = expand_cpu_list(words[-1])
+        if row and cpus is not None:
+            affinity[int(row.group(1))] = cpus
+    return affinity
 
 
 def parse_list(text):

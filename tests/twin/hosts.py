@@ -81,8 +81,9 @@ def build_root(root, profile):
     wanted = {}
     for card in expanded["cards"]:
         for chip in card["chips"]:
+            # The driver names a chip's node by its physical id; missing_devices names chips by logic id.
             if chip["logic_id"] not in profile.get("missing_devices", []):
-                wanted["davinci%d" % chip["logic_id"]] = (DAVINCI_MAJOR, chip["logic_id"])
+                wanted["davinci%d" % chip["phy_id"]] = (DAVINCI_MAJOR, chip["phy_id"])
     wanted.update(MANAGER_DEVICES)
     for existing in dev.iterdir():
         if existing.name not in wanted:

@@ -8,15 +8,24 @@ or the file named by ``NPU_SMI_TWIN_PROFILE``.
 
 Formats follow the real samples in ``tests/fixtures/npu-smi``: the 106-character ``info`` table with two
 rows per chip, ``<TAB><label padded to 30> : <value>`` for the key/value commands, the ``-m`` mapping in
-31-character columns, and dcmi failures printed on stdout with a non-zero exit.
+31-character columns, and dcmi failures printed on stdout with a non-zero exit. ``-t phyid-remap -p <phy id>``
+and ``-t topo`` follow npu-smi's own source (``<TAB><label padded to 30>:<value>``; the topo matrix in 11-character
+columns, as the 910B3 topo sample shows).
 
 Profile keys (all optional but ``cards``): ``driver``, ``firmware``, ``separators`` (``card_end``: dashes
 between the chips of a card and ``=`` after the card, as 25.0.rc1.1 prints; ``all_dash``; ``all_equals``),
 ``process_table`` (print the process section, default true), ``failure`` (``"-8005"`` or ``"-8020"``:
 every query fails as dcmi does), ``processes`` (list of ``npu_id``, ``chip_id``, ``pid``, ``name``,
 ``memory_mb``), ``cards`` (list of ``npu_id``, ``product_type``, ``product_name``, ``serial``, ``bus_id``,
-``firmware``, ``chips``: list of ``logic_id``, ``name``, ``health``, ``temp``, ``memory_mb``,
-``memory_used_mb``, ``hugepages``, ``aicore``, ``fault``).
+``firmware``, ``numa_node``, ``chips``: list of ``logic_id``, ``phy_id``, ``name``, ``health``, ``temp``,
+``memory_mb``, ``memory_used_mb``, ``hugepages``, ``aicore``, ``fault``), ``numa_nodes`` (list of ``cpus``, in
+``lscpu`` list form), ``phyid_remap`` and ``topo`` (false: this npu-smi lacks that query, as older drivers do).
+
+A chip's ``phy_id`` (the N of its ``/dev/davinciN``) defaults to its logic id. Without ``numa_nodes`` the host is a
+two-socket Kunpeng 920 with 4 NUMA nodes of 24 CPUs; a card's ``numa_node`` defaults to the node its bus number
+falls in when the 256 buses are split evenly over the nodes, as a 910B3 host's topo sample shows (buses 0x01,
+0x41, 0x81, 0xC1 on nodes 0, 2, 4, 6 of 8). So cards on buses 0x01 and 0x02 share node 0. A chip's CPU affinity
+is its card's node's CPUs.
 Standard library only, Python 3.8 syntax: it also runs inside the stand-in image and on old hosts.
 """
 import json
@@ -40,6 +49,19 @@ DCMI_FAILURES = {
     "-8020": "dcmi model initialized failed, because the device is used. ret is -8020",
 }
 LOG_LEVEL_LINE = "DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3)"
+# What npu-smi prints on a device without topo (Huawei's npu-smi reference, Atlas 200I A2).
+TOPO_NOT_SUPPORTED = "This device does not support querying topo."
+KUNPENG_920_NUMA_NODES = [{"cpus": "0-23"}, {"cpus": "24-47"}, {"cpus": "48-71"}, {"cpus": "72-95"}]
+# The legend npu-smi's source prints for 310P: PIX and PXB are 910B (and later) only.
+TOPO_LEGEND = (
+    "Legend:",
+    "",
+    "  X    = Self",
+    "  SYS  = Path traversing PCIe and NUMA nodes. Nodes are connected through SMP, such as QPI, UPI.",
+    "  PHB  = Path traversing PCIe and the PCIe host bridge of a CPU.",
+    "  HCCS = Connection traversing HCCS.",
+    "  NA   = Unknown relationship.",
+)
 
 WIDTH = 106
 DASH = "+" + "-" * 31 + "+" + "-" * 17 + "+" + "-" * 54 + "+"
@@ -66,6 +88,9 @@ def expand_profile(profile):
     full.setdefault("process_table", True)
     full.setdefault("failure", None)
     full.setdefault("processes", [])
+    full.setdefault("numa_nodes", KUNPENG_920_NUMA_NODES)
+    full.setdefault("phyid_remap", True)
+    full.setdefault("topo", True)
     cards = []
     logic_id = 0
     for index, card in enumerate(profile["cards"]):
@@ -80,12 +105,14 @@ def expand_profile(profile):
         card.setdefault("pcb_id", "E")
         card.setdefault("bom_id", "3")
         card.setdefault("subsystem", list(product["subsystem"]))
+        card.setdefault("numa_node", int(card["bus_id"].split(":")[1], 16) * len(full["numa_nodes"]) // 256)
         memory = DUO_CHIP_MEMORY_MB if product["chips"] == 2 else PRO_CHIP_MEMORY_MB
         chips = card.get("chips") or [{} for _ in range(product["chips"])]
         expanded = []
         for chip_id, chip in enumerate(chips):
             chip = dict(chip)
             chip.setdefault("logic_id", logic_id)
+            chip.setdefault("phy_id", chip["logic_id"])
             chip.setdefault("name", "310P3")
             chip.setdefault("health", "OK")
             chip.setdefault("temp", 45 + chip_id)
@@ -235,6 +262,35 @@ def render_health(card):
                      [_kv("Health", card_health), _kv("Chip Name", "MCU")])
 
 
+def render_phyid_remap(profile, phy_id):
+    for card in profile["cards"]:
+        for chip in card["chips"]:
+            if str(chip["phy_id"]) == phy_id:
+                return "\n".join("\t%-30s:%s" % pair for pair in (
+                    ("Chip Physical ID", chip["phy_id"]), ("Chip Logic ID", chip["logic_id"]),
+                    ("NPU ID", card["npu_id"]), ("Chip ID", chip["chip_id"]))) + "\n"
+    return None
+
+
+def _link(card, other_card):
+    """How two chips are connected: on one Duo card, through HCCS (310P has HCCS, npu-smi's source prints its
+    lanes); on two cards, through the host bridge of one NUMA node, or across nodes."""
+    if card is other_card:
+        return "HCCS"
+    return "PHB" if card["numa_node"] == other_card["numa_node"] else "SYS"
+
+
+def render_topo(profile):
+    chips = sorted(((chip, card) for card in profile["cards"] for chip in card["chips"]),
+                   key=lambda pair: pair[0]["logic_id"])
+    lines = ["\t   " + "".join("NPU%-8d" % chip["logic_id"] for chip, _ in chips) + "CPU Affinity"]
+    for chip, card in chips:
+        links = "".join("%-11s" % ("X" if other is chip else _link(card, other_card))
+                        for other, other_card in chips)
+        lines.append("NPU%-8d" % chip["logic_id"] + links + profile["numa_nodes"][card["numa_node"]]["cpus"])
+    return "\n".join(lines + [""] + list(TOPO_LEGEND)) + "\n"
+
+
 def _card_by_id(profile, npu_id):
     for card in profile["cards"]:
         if str(card["npu_id"]) == npu_id:
@@ -248,7 +304,8 @@ def run(profile, argv):
     if argv in (["-v"], ["--version"]):
         return "npu-smi version: %s\n" % profile["driver"], 0
     if not argv or argv[0] != "info":
-        raise UsageError("usage: npu-smi info [-l | -m | -t board|product|health -i <NPU ID>] | -v")
+        raise UsageError("usage: npu-smi info [-l | -m | -t topo | -t phyid-remap -p <phy id> "
+                         "| -t board|product|health -i <NPU ID>] | -v")
     if profile["failure"]:
         return LOG_LEVEL_LINE + "\n" + DCMI_FAILURES[profile["failure"]] + "\n", 1
     rest = argv[1:]
@@ -258,6 +315,16 @@ def run(profile, argv):
         return render_list(profile), 0
     if rest == ["-m"]:
         return render_mapping(profile), 0
+    if rest == ["-t", "topo"]:
+        # The reference shows the text, not the exit code; 0 is assumed, and the text alone tells it apart.
+        return (render_topo(profile) if profile["topo"] else TOPO_NOT_SUPPORTED + "\n"), 0
+    if len(rest) == 4 and rest[:3] == ["-t", "phyid-remap", "-p"]:
+        if not profile["phyid_remap"]:
+            # Not among the real samples: an npu-smi without the type refuses it; wording chosen for the twin.
+            return "Unsupported type: phyid-remap.\n", 1
+        text = render_phyid_remap(profile, rest[3])
+        # Not among the real samples either: a physical id no chip has.
+        return (text, 0) if text else ("The Chip Physical ID %s is not exist.\n" % rest[3], 1)
     if len(rest) == 4 and rest[0] == "-t" and rest[2] == "-i":
         card = _card_by_id(profile, rest[3])
         if card is None:

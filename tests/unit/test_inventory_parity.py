@@ -19,6 +19,7 @@ TWIN_SETTINGS = {
     "vllm_server_extra_env": "speed: the stand-in's VLLM_TWIN_* knobs",
     "vllm_server_ready_timeout": "speed: the stand-in loads in seconds",
     "vllm_bench_poll_interval": "speed: twin benchmarks last seconds",
+    "vllm_server_wait_poll_interval": "speed: the stand-in loads in seconds",
     "ascend_preflight_disk_checks": "size: the stand-in image and placeholder model are small",
 }
 

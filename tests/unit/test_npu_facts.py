@@ -44,6 +44,9 @@ def test_seed_host_gives_every_fact(tmp_path):
     assert {c["product_type"] for c in facts["cards"]} == {"Atlas 300I Duo"}
     assert facts["devices"] == [str(root / "dev" / ("davinci%d" % n)) for n in range(8)]
     assert [c["device"] for c in facts["chips"]] == facts["devices"]
+    assert facts["phy_ids_known"] and [c["phy_id"] for c in facts["chips"]] == list(range(8))
+    # Cards 1 and 2 share NUMA node 0, cards 4 and 5 node 2.
+    assert [c["cpu_affinity"] for c in facts["chips"]] == [list(range(0, 24))] * 4 + [list(range(48, 72))] * 4
     assert facts["missing_manager_devices"] == []
     assert facts["manager_devices"] == [str(root / "dev" / name) for name in ("davinci_manager", "devmm_svm",
                                                                                "hisi_hdc")]
@@ -51,6 +54,45 @@ def test_seed_host_gives_every_fact(tmp_path):
     assert facts["chip_names"] == ["310P3"]
     assert [c["health_problems"] for c in facts["cards"]] == [[], [], [], []]
     assert facts["unhealthy_npu_ids"] == []
+
+
+def test_remapped_host_gives_each_chip_its_own_node(tmp_path):
+    # Profile remapped_duo2: logic ids 0, 1, 2, 3 are /dev/davinci4, 5, 0, 1.
+    root, paths = twin_host(tmp_path, hosts.load_profiles()["remapped_duo2"])
+    facts = run_module(tmp_path, **paths)
+    assert facts["ready"] and facts["problems"] == [] and facts["phy_ids_known"] is True
+    assert [(c["npu_id"], c["chip_id"], c["logic_id"], c["phy_id"], c["device"]) for c in facts["chips"]] == [
+        (6, 0, 0, 4, str(root / "dev/davinci4")), (6, 1, 1, 5, str(root / "dev/davinci5")),
+        (224, 0, 2, 0, str(root / "dev/davinci0")), (224, 1, 3, 1, str(root / "dev/davinci1"))]
+    assert [c["cpu_affinity"] for c in facts["chips"]] == [list(range(48, 96))] * 2 + [list(range(0, 48))] * 2
+
+
+def test_unknown_remap_with_nodes_not_the_logic_ids_is_a_problem(tmp_path):
+    # The same host with an npu-smi that has neither `-t phyid-remap` nor `-t topo`.
+    root, paths = twin_host(tmp_path, hosts.load_profiles()["remapped_old_npu_smi"])
+    facts = run_module(tmp_path, **paths)
+    assert facts["ready"] is True and facts["phy_ids_known"] is False
+    assert [(c["phy_id"], c["device"], c["cpu_affinity"]) for c in facts["chips"]] == [
+        (None, str(root / "dev" / ("davinci%d" % logic)), []) for logic in range(4)]
+    (problem,) = facts["problems"]
+    assert "nodes under %s are 0 1 4 5 but the chips' logic ids are 0 1 2 3" % (root / "dev") in problem
+    assert "`npu-smi info -t phyid-remap -p 0` (exit 1)" in problem and "Each chip's device is unknown" in problem
+    assert "Fix: install an Ascend driver whose npu-smi answers `npu-smi info -t phyid-remap -p <N>`" in problem
+
+
+def test_unknown_remap_is_no_problem_where_nodes_are_the_logic_ids(tmp_path):
+    _, paths = twin_host(tmp_path, dict(hosts.load_profiles()["duo2"], phyid_remap=False))
+    facts = run_module(tmp_path, **paths)
+    assert facts["problems"] == [] and facts["phy_ids_known"] is False
+    assert [c["device"] for c in facts["chips"]] == facts["devices"]
+
+
+def test_a_chip_without_its_node_has_no_device(tmp_path):
+    # Profile missing_davinci: the node of logic id 1 is gone; npu-smi maps the remaining one.
+    root, paths = twin_host(tmp_path, hosts.load_profiles()["missing_davinci"])
+    facts = run_module(tmp_path, **paths)
+    assert facts["phy_ids_known"] is True and facts["problems"] == []
+    assert [(c["phy_id"], c["device"]) for c in facts["chips"]] == [(0, str(root / "dev/davinci0")), (None, None)]
 
 
 def test_a_chip_in_alarm_makes_its_card_unhealthy(tmp_path):

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
+import npu_smi as npu_smi_parse
 from conftest import REPO, read_fixture
-from twin import npu_smi
+from twin import hosts, npu_smi
 
 
 def strip_leading_tab(text):
@@ -145,3 +146,75 @@ def test_installed_script_reads_its_profile_from_the_dcmi_folder(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     expected_head = read_fixture("info_310P3-duo_25.0.rc1.1_vllm-ascend-issue1993.txt")
     assert result.stdout == expected_head
+
+
+def chips_of(profile):
+    expanded = npu_smi.expand_profile(profile)
+    return [(card, chip) for card in expanded["cards"] for chip in card["chips"]]
+
+
+@pytest.mark.parametrize("name", ["seed_duo4", "remapped_duo2"])
+def test_phyid_remap_parses_back_to_the_profile(name):
+    profile = hosts.load_profiles()[name]
+    for card, chip in chips_of(profile):
+        text, code = npu_smi.run(profile, ["info", "-t", "phyid-remap", "-p", str(chip["phy_id"])])
+        assert code == 0
+        assert npu_smi_parse.parse_phyid_remap(text) == {
+            "phy_id": chip["phy_id"], "logic_id": chip["logic_id"], "npu_id": card["npu_id"],
+            "chip_id": chip["chip_id"]}
+
+
+def test_remapped_profile_numbers_its_nodes_apart_from_its_logic_ids():
+    pairs = [(chip["logic_id"], chip["phy_id"]) for _, chip in chips_of(hosts.load_profiles()["remapped_duo2"])]
+    assert pairs == [(0, 4), (1, 5), (2, 0), (3, 1)]
+
+
+def test_phyid_remap_of_no_chip_or_on_an_old_npu_smi_fails():
+    profiles = hosts.load_profiles()
+    assert npu_smi.run(profiles["remapped_duo2"], ["info", "-t", "phyid-remap", "-p", "2"])[1] != 0
+    text, code = npu_smi.run(profiles["remapped_old_npu_smi"], ["info", "-t", "phyid-remap", "-p", "4"])
+    assert code != 0 and npu_smi_parse.parse_phyid_remap(text) is None
+
+
+@pytest.mark.parametrize("name,cpus_of_card", [
+    # Two cards per NUMA node on the seed's machine (buses 0x01, 0x02 on node 0; 0x81, 0x82 on node 2).
+    ("seed_duo4", {1: range(0, 24), 2: range(0, 24), 4: range(48, 72), 5: range(48, 72)}),
+    ("duo2", {6: range(48, 72), 224: range(48, 72)}),
+    ("remapped_duo2", {6: range(48, 96), 224: range(0, 48)}),
+])
+def test_topo_parses_back_to_each_chips_numa_node(name, cpus_of_card):
+    profile = hosts.load_profiles()[name]
+    text, code = npu_smi.run(profile, ["info", "-t", "topo"])
+    assert code == 0
+    assert npu_smi_parse.parse_topo(text) == {chip["logic_id"]: list(cpus_of_card[card["npu_id"]])
+                                              for card, chip in chips_of(profile)}
+
+
+def test_topo_lays_out_as_the_real_sample():
+    # The 910B3 sample's header is what any eight-chip host prints; its rows differ only in link types and CPUs.
+    sample = read_fixture("topo_910B3_24.1.rc1_ms-swift-doc.txt").splitlines()
+    text, _ = npu_smi.run(hosts.load_profiles()["seed_duo4"], ["info", "-t", "topo"])
+    lines = text.splitlines()
+    assert lines[0] == sample[0]
+    for ours, theirs in zip(lines[1:9], sample[1:9]):
+        # Same first word, and the CPU list starts in the same column (11 characters per cell).
+        assert ours.split()[0] == theirs.split()[0]
+        assert len(ours) - len(ours.split()[-1]) == len(theirs) - len(theirs.split()[-1]) == 11 * 9
+    assert lines[9:12] == sample[9:12] == ["", "Legend:", ""]
+    assert set(lines[12:]) <= set(sample[12:])  # 310P's legend lacks the 910B-only PIX and PXB lines
+
+
+def test_topo_on_an_npu_smi_without_it():
+    text, _ = npu_smi.run(hosts.load_profiles()["remapped_old_npu_smi"], ["info", "-t", "topo"])
+    assert text == "This device does not support querying topo.\n"
+
+
+def test_host_root_names_nodes_by_physical_id(tmp_path):
+    hosts.build_root(tmp_path, hosts.load_profiles()["remapped_duo2"])
+    assert sorted(p.name for p in (tmp_path / "dev").glob("davinci[0-9]*")) == [
+        "davinci0", "davinci1", "davinci4", "davinci5"]
+
+
+def test_missing_devices_name_chips_by_logic_id(tmp_path):
+    hosts.build_root(tmp_path, dict(hosts.load_profiles()["remapped_duo2"], missing_devices=[0]))
+    assert sorted(p.name for p in (tmp_path / "dev").glob("davinci[0-9]*")) == ["davinci0", "davinci1", "davinci5"]

@@ -217,3 +217,64 @@ def test_every_sample_is_covered_by_a_test():
     unused = [p.name for p in FIXTURES.glob("*.txt") if p.name not in source and not p.name.startswith(
         ("lspci_", "common_", "usages_", "version_flag_"))]
     assert unused == []
+
+
+# --- npu-smi info -t phyid-remap -p <N> and -t topo ------------------------------------------------------
+
+TOPO_910B3 = "topo_910B3_24.1.rc1_ms-swift-doc.txt"
+REMAP_LINES = ("\tChip Physical ID              :4\n\tChip Logic ID                 :0\n"
+               "\tNPU ID                        :6\n\tChip ID                       :0\n")
+
+
+def test_phyid_remap_as_npu_smi_prints_it():
+    assert npu_smi.parse_phyid_remap(REMAP_LINES) == {"phy_id": 4, "logic_id": 0, "npu_id": 6, "chip_id": 0}
+
+
+def test_phyid_remap_as_the_reference_shows_it():
+    # Huawei's reference page indents with one space where npu-smi prints a TAB.
+    text = " Chip Physical ID            :0\n Chip Logic ID               :0\n NPU ID                      :0\n" \
+           " Chip ID                     :0\n"
+    assert npu_smi.parse_phyid_remap(text) == {"phy_id": 0, "logic_id": 0, "npu_id": 0, "chip_id": 0}
+
+
+@pytest.mark.parametrize("text", [
+    REMAP_LINES.replace("\tChip Logic ID                 :0\n", ""),
+    REMAP_LINES.replace(":6", ":NA"),
+    "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]\n",
+    "",
+])
+def test_phyid_remap_with_a_field_missing_is_unknown(text):
+    assert npu_smi.parse_phyid_remap(text) is None
+
+
+def test_topo_910b3_sample_gives_each_logic_id_its_cpus():
+    affinity = npu_smi.parse_topo(read_fixture(TOPO_910B3))
+    assert sorted(affinity) == list(range(8))
+    assert affinity[0] == affinity[1] == list(range(144, 168))
+    assert affinity[4] == list(range(0, 24)) and affinity[7] == list(range(48, 72))
+
+
+def test_topo_with_nic_columns_and_split_affinity():
+    # Newer npu-smi adds NIC columns and rows; an affinity may join two ranges.
+    text = ("\t   NPU0       NPU1       NIC0        CPU Affinity\n"
+            "NPU0       X          SYS        PIX        0-63,128-191\n"
+            "NPU1\tSYS\tX\tSYS\t64-127,192-255\n"
+            "NIC0       PIX        SYS        X\n\nNIC0: mlx5_0\n\nLegend:\n\n  X    = Self\n")
+    affinity = npu_smi.parse_topo(text)
+    assert affinity[0] == list(range(0, 64)) + list(range(128, 192))
+    assert affinity[1] == list(range(64, 128)) + list(range(192, 256))
+    assert sorted(affinity) == [0, 1]
+
+
+@pytest.mark.parametrize("text", [
+    "This device does not support querying topo.\n",
+    "\t   NPU0       NPU1       \nNPU0       X          HCCS       \nNPU1       HCCS       X          \n",
+])
+def test_topo_without_affinity_gives_none(text):
+    assert npu_smi.parse_topo(text) == {}
+
+
+@pytest.mark.parametrize("text,cpus", [("5", [5]), ("0-2,7", [0, 1, 2, 7]), ("3-1", []), ("NA", None),
+                                       ("Affinity", None), ("0-", None), ("", None)])
+def test_cpu_lists(text, cpus):
+    assert npu_smi.expand_cpu_list(text) == cpus

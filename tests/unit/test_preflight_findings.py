@@ -26,8 +26,8 @@ def duo_facts(npu_ids=(1, 2)):
         for chip_id in (0, 1):
             logic = 2 * index + chip_id
             chips.append({"npu_id": npu_id, "chip_id": chip_id, "logic_id": logic, "name": "310P3", "health": "OK",
-                          "device": "/dev/davinci%d" % logic})
-    return {"present": True, "ready": True, "problems": [], "driver_version": "25.5.2",
+                          "phy_id": logic, "device": "/dev/davinci%d" % logic, "cpu_affinity": list(range(24))})
+    return {"present": True, "ready": True, "problems": [], "phy_ids_known": True, "driver_version": "25.5.2",
             "driver_version_file": "25.5.2", "firmware_version": "7.8.0.7.220", "cards": cards, "chips": chips,
             "devices": [chip["device"] for chip in chips], "processes": [], "unhealthy_npu_ids": [],
             "manager_devices": ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"],
@@ -156,15 +156,41 @@ def test_excluding_every_card_fails():
 
 
 def test_missing_device_nodes():
+    # As npu_facts gives them: no node maps to the chip, so it has no physical id and no device.
     facts = duo_facts()
     facts["devices"].remove("/dev/davinci3")
+    facts["chips"][3].update(phy_id=None, device=None)
     facts["manager_devices"].remove("/dev/hisi_hdc")
     facts["missing_manager_devices"] = ["/dev/hisi_hdc"]
     result = judge(facts)
     assert [f["check"] for f in result["failures"]] == ["device nodes", "manager devices"]
-    assert result["failures"][0]["found"] == "missing /dev/davinci3 (NPU 2 chip 1)"
+    assert result["failures"][0]["found"] == "missing a node for logic id 3 (NPU 2 chip 1)"
     assert (result["failures"][1]["found"], result["failures"][1]["required"]) == (
         "missing /dev/hisi_hdc", "davinci_manager, devmm_svm and hisi_hdc")
+
+
+def remapped_without_phy_ids():
+    """A host whose nodes are davinci0, 1, 4, 5 for logic ids 0-3, read by an npu-smi without phyid-remap."""
+    facts = duo_facts()
+    facts["phy_ids_known"] = False
+    facts["devices"] = ["/dev/davinci%d" % n for n in (0, 1, 4, 5)]
+    for chip in facts["chips"]:
+        chip["phy_id"] = None
+    return facts
+
+
+def test_unknown_physical_ids_with_other_node_numbers_fail():
+    failure = only_failure(judge(remapped_without_phy_ids()))
+    assert failure["check"] == "device numbering"
+    assert failure["found"] == ("/dev/davinci nodes 0 1 4 5 for chips with logic ids 0 1 2 3, and npu-smi cannot "
+                                "tell which node is which chip (no `npu-smi info -t phyid-remap`)")
+    assert "npu-smi info -t phyid-remap -p <N>" in failure["fix"]
+
+
+def test_unknown_physical_ids_pass_where_nodes_are_the_logic_ids():
+    facts = duo_facts()
+    facts["phy_ids_known"] = False
+    assert judge(facts)["failures"] == []
 
 
 def test_manager_devices_named_as_the_facts_name_them():

@@ -83,7 +83,8 @@ def test_port_shm_and_image_follow_the_seed_without_privileged(rendered):
     _, run_args, _ = rendered
     seed_run, _, _ = seed_commands()
     assert options(run_args, "-p") == ["0.0.0.0:" + options(seed_run, "-p")[0]]
-    assert options(run_args, "--shm-size") == options(seed_run, "--shm-size") == ["1g"]
+    # The seed's 1g is raised to the vLLM-Ascend v0.18.0 docs' 10g.
+    assert options(seed_run, "--shm-size") == ["1g"] and options(run_args, "--shm-size") == ["10g"]
     assert "--privileged" in seed_run and "--privileged" not in run_args
     assert seed_run[-1] == "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
     assert run_args[-1] == "--", "docker's options must end before the image, so it is never read as one"
@@ -96,8 +97,12 @@ def test_port_shm_and_image_follow_the_seed_without_privileged(rendered):
 def test_environment_and_serve_flags_are_the_seeds(rendered):
     _, run_args, serve_args = rendered
     _, seed_serve, seed_env = seed_commands()
-    assert ["%s=%s" % item for item in seed_env.items()] == options(run_args, "-e")
-    assert serve_args == seed_serve
+    # The seed ran vllm serve from an interactive shell, whose ~/.bashrc preloads the image's jemalloc; a
+    # container's command reads no ~/.bashrc, so the preload is set as its environment.
+    jemalloc = "LD_PRELOAD=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"
+    assert sorted(["%s=%s" % item for item in seed_env.items()] + [jemalloc]) == options(run_args, "-e")
+    # The seed's flags, then the pixel cap that keeps large images from crashing the engine.
+    assert serve_args == seed_serve + ["--mm-processor-kwargs", '{"max_pixels": 1310720}']
 
 
 def test_script_is_runnable_shell_and_holds_no_secret(rendered):

@@ -37,7 +37,7 @@ def test_single_maps_every_chip_on_the_base_port_and_records_what_it_serves():
         "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p", "served_name": "Qwen3-VL-8B-Instruct",
         "excluded_npu_ids": [], "manager_devices": MANAGERS,
         "instances": [{"name": "vllm-ascend", "port": 8000, "npu_ids": [1, 2, 4, 5],
-                       "devices": ["/dev/davinci%d" % n for n in range(8)]}]}
+                       "devices": ["/dev/davinci%d" % n for n in range(8)], "logic_ids": list(range(8))}]}
 
 
 def test_per_card_gives_each_card_its_two_chips_and_the_next_port():
@@ -62,6 +62,11 @@ def test_no_plan_maps_a_chip_twice():
     for layout in ("single", "per_card"):
         devices = [d for instance in plan(host(), layout)["instances"] for d in instance["devices"]]
         assert len(devices) == len(set(devices)) == 8
+    facts = host()
+    facts["chips"][3]["device"] = "/dev/davinci0"  # facts that give two chips one node
+    for layout in ("single", "per_card"):
+        with pytest.raises(AnsibleFilterError, match=r"maps a chip twice \(/dev/davinci0\).*phyid-remap"):
+            plan(facts, layout)
 
 
 def test_tensor_parallel_larger_than_a_card_is_refused_with_the_fix():
@@ -86,13 +91,39 @@ def test_the_docker_run_uses_the_fleet_docker_cli_and_the_planned_manager_device
                 "install_info": "/etc/ascend_install.info", "cache_dir": "/root/.cache", "model_dir": "/m",
                 "model_container_dir": "/m", "bind_address": "0.0.0.0", "container_port": 8000, "env": {},
                 "env_file": "", "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2,
-                "enforce_eager": True, "dtype": "float16", "max_pixels": 0, "extra_args": []}
+                "enforce_eager": True, "dtype": "float16", "max_pixels": 0, "extra_args": [], "jemalloc_path": ""}
     lines = vllm_server.vllm_server_docker_run(recorded["instances"][0], recorded, settings)
     assert lines[0][:2] == ["/opt/docker/bin/docker", "run"]
     devices = [line[1] for line in lines if line[0] == "--device"]
     assert devices == ["/dev/davinci0:/dev/davinci0", "/dev/davinci1:/dev/davinci1"] + [
         "%s:%s" % (path, path) for path in MANAGERS]
     assert ["--label", "site.host=npu-node-01"] in lines and ["--", recorded["image"]] in lines
+    assert not [line for line in lines if line[0] == "-e"], "no environment was asked for"
+
+
+def test_a_privileged_instance_is_kept_to_its_own_chips_by_the_runtimes_visible_devices():
+    """A privileged container sees every chip of the host and would open logical 0 and 1 in each instance."""
+    recorded = plan(host(), "per_card")
+    settings = {"docker_bin": "docker", "label_prefix": "site", "restart_policy": "always", "shm_size": "10g",
+                "privileged": True, "dcmi_dir": "/usr/local/dcmi", "npu_smi": "/usr/local/bin/npu-smi",
+                "driver_home": "/usr/local/Ascend/driver", "install_info": "/etc/ascend_install.info",
+                "cache_dir": "/root/.cache", "model_dir": "/m", "model_container_dir": "/m",
+                "bind_address": "0.0.0.0", "container_port": 8000, "env": {}, "env_file": "",
+                "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2,
+                "enforce_eager": True, "dtype": "float16", "max_pixels": 0, "extra_args": [],
+                "jemalloc_path": "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"}
+    visible = []
+    for instance in recorded["instances"]:
+        lines = vllm_server.vllm_server_docker_run(instance, recorded, settings)
+        assert ["--privileged"] in lines
+        environment = [line[1] for line in lines if line[0] == "-e"]
+        assert "LD_PRELOAD=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2" in environment
+        visible += [item.split("=", 1)[1] for item in environment if item.startswith("ASCEND_RT_VISIBLE_DEVICES=")]
+    assert visible == ["0,1", "2,3", "4,5", "6,7"]
+    unprivileged = vllm_server.vllm_server_docker_run(recorded["instances"][1], recorded,
+                                                      dict(settings, privileged=False))
+    assert not [line for line in unprivileged if "ASCEND_RT_VISIBLE_DEVICES" in line[-1]], (
+        "an unprivileged container sees only its own chips, numbered from 0")
 
 
 @pytest.mark.parametrize("setting,value,variable", [

@@ -22,6 +22,12 @@ def test_each_planned_container_runs_the_expected_spec(deployment):
         container = deployment.container(instance["name"])
         assert container is not None, "%s: no such container" % where
         assert container["State"]["Running"], "%s: container is %s" % (where, container["State"]["Status"])
+        # Docker restarts a crashed server at once: running now says nothing of the crash loop it may be in.
+        assert container["RestartCount"] == 0, (
+            "%s: crashed and was restarted by Docker %d time(s), last started %s; a server in a restart loop "
+            "reloads the model again and again and drops every request in flight. Fix: `docker logs %s` shows "
+            "why (a large image on 310P: set vllm_server_max_pixels), then deploy again" % (
+                where, container["RestartCount"], container["State"]["StartedAt"], instance["name"]))
         assert container["Config"]["Image"] == image, "%s: runs image %s, expected %s" % (
             where, container["Config"]["Image"], image)
         policy = container["HostConfig"]["RestartPolicy"]["Name"]

@@ -119,12 +119,38 @@ def check_health(facts, settings):
     return [finding("chip health", found, "every chip OK with no chip fault", fix)], [], []
 
 
+def device_number(path):
+    match = re.search(r"davinci(\d+)$", path)
+    return int(match.group(1)) if match else None
+
+
+def check_device_numbering(facts):
+    """Without the physical ids (an npu-smi lacking `-t phyid-remap`) a chip's node is only known where the node
+    numbers are the logic ids; otherwise a container would get another chip than planned, or none."""
+    if facts.get("phy_ids_known"):
+        return []
+    numbers = sorted(device_number(path) for path in facts.get("devices", []))
+    logic_ids = sorted(chip["logic_id"] for chip in facts.get("chips", []) if chip.get("logic_id") is not None)
+    if numbers == logic_ids:
+        return []
+    return [finding("device numbering", "/dev/davinci nodes %s for chips with logic ids %s, and npu-smi cannot "
+                    "tell which node is which chip (no `npu-smi info -t phyid-remap`)" % (
+                        " ".join(map(str, numbers)) or "none", " ".join(map(str, logic_ids))),
+                    "each chip's /dev/davinciN known",
+                    "install an Ascend driver whose npu-smi answers `npu-smi info -t phyid-remap -p <N>`; if a node "
+                    "is missing, reload the driver or reboot (the driver creates the nodes when it loads)")]
+
+
 def check_devices(facts):
-    findings = []
+    findings = check_device_numbering(facts)
     present = set(facts.get("devices", []))
-    missing = ["%s (NPU %s chip %s)" % (chip["device"], chip["npu_id"], chip["chip_id"])
-               for chip in facts.get("chips", []) if chip.get("device") and chip["device"] not in present]
-    if missing:
+    # npu_facts gives no device to a chip whose physical id no node has: its node is missing, path unknown.
+    missing = ["%s (NPU %s chip %s)" % (chip.get("device") or "a node for logic id %s" % chip["logic_id"],
+                                        chip["npu_id"], chip["chip_id"])
+               for chip in facts.get("chips", [])
+               if chip.get("logic_id") is not None and chip.get("device") not in present]
+    # A numbering finding already names the nodes; their guessed paths would only repeat it, wrongly.
+    if missing and not findings:
         findings.append(finding("device nodes", "missing %s" % ", ".join(missing),
                                 "a /dev/davinciN node for every chip npu-smi lists",
                                 "reload the driver or reboot; the driver creates the nodes when it loads"))

@@ -95,7 +95,15 @@ def vllm_server_plan(ascend, settings):
             "port": int(settings["port"]) + index,
             "npu_ids": sorted(set(chip["npu_id"] for chip in group)),
             "devices": [chip["device"] for chip in group],
+            "logic_ids": [chip["logic_id"] for chip in group],
         })
+    mapped = [device for instance in instances for device in instance["devices"]]
+    twice = sorted(device for device in set(mapped) if mapped.count(device) > 1)
+    if twice:
+        # A chip opened by a second container fails it at start (drvRet=87, "resources are busy").
+        raise AnsibleFilterError("the plan of %s maps a chip twice (%s): the facts give two chips one device node. "
+                                 "Fix: run preflight and check `npu-smi info -t phyid-remap`" % (
+                                     settings["host"], ", ".join(twice)))
     return {"format": PLAN_FORMAT, "host": settings["host"], "layout": layout, "image": settings["image"],
             "served_name": settings["served_name"], "excluded_npu_ids": sorted(ascend["unhealthy_npu_ids"]),
             "manager_devices": sorted(ascend["manager_devices"]), "instances": instances}
@@ -135,7 +143,15 @@ def vllm_server_docker_run(instance, plan, settings):
     lines.append(["-v", "%s:%s" % (host_paths["cache"], CONTAINER_PATHS["cache"])])
     lines.append(["-v", "%s:%s:ro" % (settings["model_dir"], settings["model_container_dir"])])
     lines.append(["-p", "%s:%d:%d" % (settings["bind_address"], instance["port"], settings["container_port"])])
-    for key, value in sorted(settings["env"].items()):
+    env = dict(settings["env"])
+    if settings["jemalloc_path"]:
+        # The image sets LD_PRELOAD only in ~/.bashrc, which the container's non-interactive command never reads.
+        env["LD_PRELOAD"] = settings["jemalloc_path"]
+    if settings["privileged"]:
+        # A privileged container sees every chip of the host and would open logical 0 and 1, whatever it maps
+        # (vllm-ascend issue #6942): only the runtime's visible devices keep it to its own chips.
+        env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(str(logic_id) for logic_id in instance["logic_ids"])
+    for key, value in sorted(env.items()):
         lines.append(["-e", "%s=%s" % (key, value)])
     if settings["env_file"]:
         lines.append(["--env-file", settings["env_file"]])
@@ -163,6 +179,41 @@ def vllm_serve_lines(plan, settings):
     return lines
 
 
+def _results(register):
+    """The per-item results of a looped task's register (none when the task was skipped)."""
+    return [result for result in (register or {}).get("results", []) if not result.get("skipped")]
+
+
+def vllm_server_outcomes(decided, started, probes):
+    """Each started or checked instance with `error`: why it did not start or serve, or None when it serves.
+
+    decided: the instances as instance.yml decided them (action keep, start, replace, or failed when setting
+    the serving container aside failed, which rollback.yml already reported). started: the register of the
+    start task. probes: the registers of the probes, as launched (check mode: the probes' own results) or as
+    async_status finished them (their item is the launch result).
+    """
+    errors = {}
+    for result in _results(started):
+        if result.get("rc") != 0:
+            errors[result["vllm_server_instance"]["name"]] = " ".join(
+                part for part in (result.get("stderr", "").strip(), result.get("msg", "")) if part) or (
+                "exit code %s" % result.get("rc"))
+    for result in _results(probes):
+        instance = result.get("vllm_server_instance") or result.get("item", {}).get("vllm_server_instance")
+        if not instance:
+            continue
+        # The probe tasks run with failed_when false, which resets `failed`: a failed probe is one with a
+        # message (vllm_probe returns none when the instance serves), or an async job that never finished.
+        if "msg" in result:
+            errors.setdefault(instance["name"], result["msg"])
+        elif "finished" in result and not result["finished"]:
+            errors.setdefault(instance["name"], "the readiness check did not finish within the wait limit "
+                                                "(vllm_server_ready_timeout plus the smoke request)")
+    return [dict(instance, error=errors.get(instance["name"]))
+            for instance in decided if instance["action"] != "failed"]
+
+
 class FilterModule:
     def filters(self):
-        return {"vllm_server_plan": vllm_server_plan, "vllm_server_docker_run": vllm_server_docker_run}
+        return {"vllm_server_plan": vllm_server_plan, "vllm_server_docker_run": vllm_server_docker_run,
+                "vllm_server_outcomes": vllm_server_outcomes}

@@ -2,11 +2,15 @@
 
 The checks run in the order the real image meets them: argument parsing, the driver libraries that torch_npu
 loads at import, the devices, the model folder, then the engine arguments that vLLM-Ascend rejects on 310P.
-Each refusal prints a vLLM-like error line and exits 1.
+Each refusal prints vLLM-like error lines and exits 1. Then it opens its chips (``npu.open_chips``, refused
+when another process holds one) and binds its CPUs (``npu.bind_cpus``) before loading the model.
+
+It also reports at start whether jemalloc is preloaded. The real image installs libjemalloc2 and preloads it
+only from ``~/.bashrc`` (vllm-ascend Dockerfile.310p, v0.18.0rc1), which a ``docker run IMAGE vllm serve``
+never reads: without ``-e LD_PRELOAD=...`` the server runs, with the slower glibc allocator.
 Knobs that exist only in the twin are environment variables starting with ``VLLM_TWIN_``.
 """
 import argparse
-import glob
 import json
 import os
 import subprocess
@@ -19,10 +23,16 @@ BANNER = ("ascend-vllm-fleet twin: stand-in for vLLM-Ascend %s on Atlas 300I Duo
 # What 310P3 can run (vLLM-Ascend 310P docs): eager fp16 only; graph mode needs CANN >= 9.0.
 SUPPORTED_DTYPES = ("float16", "half")
 DRIVER_LIBRARY = "libascend_hal.so"
+# Where the image's libjemalloc2 package puts the library (Debian/Ubuntu multiarch path).
+JEMALLOC = "/usr/lib/%s-linux-gnu/libjemalloc.so.2" % os.uname().machine
 
 
 class Refusal(Exception):
-    """An error the real image would end with; ``str`` is its last log line."""
+    """An error the real image would end with; ``str`` is its last log line, ``lines`` the ones before it."""
+
+    def __init__(self, message, lines=()):
+        super().__init__(message)
+        self.lines = list(lines)
 
 
 def twin_root():
@@ -82,17 +92,6 @@ def _human_int(text):
     if text and text[-1] in scale:
         return int(float(text[:-1]) * scale[text[-1]])
     return int(text)
-
-
-def visible_devices():
-    """The NPUs the process may use: mapped /dev/davinciN, narrowed by ASCEND_RT_VISIBLE_DEVICES."""
-    nodes = sorted(glob.glob(host_path("/dev/davinci[0-9]*")))
-    visible = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
-    if visible:
-        # Logical ids, re-indexed from 0 inside the container.
-        wanted = [int(item) for item in visible.split(",") if item.strip()]
-        nodes = [nodes[index] for index in wanted if index < len(nodes)]
-    return nodes
 
 
 def check_driver():
@@ -160,13 +159,32 @@ def check_engine_args(args, config):
     if not 0 < args.gpu_memory_utilization <= 1:
         raise Refusal("ValueError: GPU memory utilization must be within (0, 1]. Got %s."
                       % args.gpu_memory_utilization)
-    needed = args.tensor_parallel_size * args.pipeline_parallel_size * args.data_parallel_size
+    from .npu import visible_devices  # here, not at the top: npu imports Refusal and host_path from this module
     devices = visible_devices()
+    needed = chips_needed(args)
     if needed > len(devices):
         raise Refusal("RuntimeError: tensor_parallel_size=%d x pipeline_parallel_size=%d needs %d NPUs but only "
                       "%d are visible in the container (%s)" % (
                           args.tensor_parallel_size, args.pipeline_parallel_size, needed, len(devices),
                           ", ".join(os.path.basename(d) for d in devices) or "no /dev/davinciN mapped"))
+
+
+def chips_needed(args):
+    return args.tensor_parallel_size * args.pipeline_parallel_size * args.data_parallel_size
+
+
+def jemalloc_preloaded():
+    return JEMALLOC in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":") and os.path.isfile(
+        host_path(JEMALLOC))
+
+
+def report_jemalloc():
+    if jemalloc_preloaded():
+        print("INFO jemalloc preloaded: %s" % JEMALLOC, flush=True)
+    else:
+        print("WARNING jemalloc is not preloaded (LD_PRELOAD does not name an existing %s): host-side memory "
+              "allocation uses glibc malloc and is slower; the image sets LD_PRELOAD only in ~/.bashrc, which "
+              "`docker run IMAGE vllm serve` does not read" % JEMALLOC, flush=True)
 
 
 def main(argv=None):
@@ -177,13 +195,18 @@ def main(argv=None):
     print(BANNER, flush=True)
     print("INFO vllm serve %s with %s" % (model_path, json.dumps(
         {k: v for k, v in vars(args).items() if k != "api_key"}, sort_keys=True)), flush=True)
+    report_jemalloc()
+    from . import npu
     try:
         check_driver()
         check_npu_smi()
         config = load_model_config(model_path)
         check_engine_args(args, config)
+        opened = npu.open_chips(chips_needed(args))
     except Refusal as refusal:
-        print("ERROR %s" % refusal, file=sys.stderr, flush=True)
+        for line in refusal.lines + [str(refusal)]:
+            print("ERROR %s" % line, file=sys.stderr, flush=True)
         return 1
+    npu.bind_cpus(opened, args.port, args.additional_config)
     from . import server
     return server.serve(args, model_path, config)

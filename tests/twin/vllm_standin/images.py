@@ -38,6 +38,12 @@ def image_tokens(width, height, max_pixels=None):
     return (new_w // TOKEN_SIDE_PX) * (new_h // TOKEN_SIDE_PX) + IMAGE_WRAPPER_TOKENS
 
 
+def resized_pixels(width, height, max_pixels=None):
+    """Pixels of the image the vision encoder gets, after ``smart_resize``."""
+    new_w, new_h = smart_resize(width, height, max_pixels=max_pixels or MAX_PIXELS)
+    return new_w * new_h
+
+
 def image_size(data):
     """(width, height) of a PNG, JPEG, GIF or BMP image."""
     if data.startswith(b"\x89PNG\r\n\x1a\n") and data[12:16] == b"IHDR":

@@ -9,7 +9,22 @@ Twin knobs (environment):
   socket;
 - ``VLLM_TWIN_FAULTS``: faults to inject, as JSON mapping a kind to the sequence numbers (1, 2, ... in arrival
   order) of the chat requests that get it: ``500`` (an internal server error), ``reset`` (the connection is
-  reset after a few streamed tokens), ``stall`` (no byte for ``VLLM_TWIN_STALL_S`` seconds, default 3600).
+  reset after a few streamed tokens), ``stall`` (no byte for ``VLLM_TWIN_STALL_S`` seconds, default 3600);
+- ``VLLM_TWIN_CRASH_PIXELS``: the engine dies on an image with more pixels than this after resizing (default
+  3000000; 0 never). On 310P the vision path's IndexPut runs as an aicpu kernel that fails on large images,
+  error 507018, and takes the EngineCore down (vllm-ascend issues #10720, #12086, #13050: small images pass,
+  a 2560x1440 screenshot crashes; the seed's 1920x1080, 2088960 pixels resized, runs on v0.18). The known
+  mitigation is ``--mm-processor-kwargs '{"max_pixels": N}'``, which shrinks images before the encoder.
+
+A dead engine fails as vLLM 0.18's does: every request in flight, and every one arriving after, gets HTTP 500
+``{"error": {"message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+"type": "InternalServerError", ...}}``, or, when streaming (status 200 already sent), that error object as the
+last ``data:`` event before ``data: [DONE]``; ``/health`` answers 503; then the API server shuts down and the
+process exits 1, so the container's restart policy starts it again (and the model loads again).
+
+``--api-key`` (or ``VLLM_API_KEY``) guards every path that starts with ``/v1`` as vLLM's
+AuthenticationMiddleware does: ``Authorization: Bearer <key>``, scheme in any case, else 401
+``{"error":"Unauthorized"}``; ``/health``, ``/metrics`` and ``/version`` stay open.
 """
 import base64
 import binascii
@@ -28,12 +43,16 @@ import uuid
 
 from . import VERSION
 from .engine import LatencyModel, Scheduler, Sequence
-from .images import ImageError, image_size, image_tokens
+from .images import ImageError, image_size, image_tokens, resized_pixels
 
 # Text tokens the Qwen3-VL chat template adds around one user turn (role markers, newlines).
 TEMPLATE_TOKENS = 11
 # A natural answer describing an image runs to a few hundred tokens; with ignore_eos the cap is reached.
 NATURAL_ANSWER_TOKENS = (180, 320)
+DEFAULT_CRASH_PIXELS = 3000000
+ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+# vLLM's watchdog looks for a dead engine every 5 s, then the HTTP server stops.
+WATCHDOG_S = 5.0
 ANSWER_TEXT = ("这张图片展示了一个户外场景，画面中央有一条小路，两侧是绿色的树木和草地，"
                "远处可以看到蓝天和几朵白云，光线明亮，整体色调自然，给人一种宁静的感觉。")
 
@@ -49,6 +68,10 @@ class InjectedReset(Exception):
     """Raised after the stand-in reset a client's connection on purpose (VLLM_TWIN_FAULTS)."""
 
 
+class EngineDead(Exception):
+    """Put in a request's token queue when the engine dies: vLLM's EngineDeadError."""
+
+
 class Engine:
     """Runs the scheduler in real time on a thread; requests wait on their own token queues."""
 
@@ -57,15 +80,53 @@ class Engine:
         self.speed = speed
         self.condition = threading.Condition()
         self.alive = True
+        self.died = threading.Event()
+        self.fatal = set()  # ids of the sequences whose prefill kills the engine
+        self.fatal_image = None
         self.stats = {"running": 0, "waiting": 0, "prompt_tokens": 0, "generation_tokens": 0, "success": 0}
         threading.Thread(target=self._loop, name="engine", daemon=True).start()
 
-    def submit(self, prompt_tokens, output_tokens):
+    def submit(self, prompt_tokens, output_tokens, fatal_image=None):
+        """Queue a request; ``fatal_image`` (its resized pixels) marks one whose image kills the engine."""
         events = queue.Queue()
         with self.condition:
-            self.scheduler.add(Sequence(events, prompt_tokens, output_tokens))
+            if not self.alive:
+                events.put(EngineDead(ENGINE_DEAD_MESSAGE))
+                return events
+            sequence = Sequence(events, prompt_tokens, output_tokens)
+            if fatal_image:
+                self.fatal.add(id(sequence))
+                self.fatal_image = fatal_image
+            self.scheduler.add(sequence)
             self.condition.notify()
         return events
+
+    def die(self):
+        """The aicpu fault of vllm-ascend #10720/#12086: the EngineCore exits and every request fails."""
+        lines = [
+            "EngineCore encountered a fatal error. (twin: an image of %d pixels after resizing is above "
+            "VLLM_TWIN_CRASH_PIXELS; --mm-processor-kwargs '{\"max_pixels\": N}' keeps images below it)"
+            % self.fatal_image,
+            "soName=libpt_kernels.so, funcName=RunCpuKernel, kernelName=IndexPut, errorCode=0x2a."
+            "[FUNC:PrintAicpuErrorInfo][FILE:davinci_kernel_task.cc]",
+            "Aicpu kernel execute failed, device_id=0, stream_id=3, task_id=5140, fault op_name=."
+            "[FUNC:GetError][FILE:stream.cc]",
+            "rtStreamSynchronizeWithTimeout execution failed, reason=aicpu exception"
+            "[FUNC:FuncErrorReason][FILE:error_message_manage.cc]",
+            "synchronize stream with timeout failed, runtime result = 507018[FUNC:ReportCallError][FILE:log_inner.cpp]",
+            "RuntimeError: ACL stream synchronize failed, error code is 507018",
+            "AsyncLLM output_handler failed.",
+            "vllm.v1.engine.exceptions.EngineDeadError: %s" % ENGINE_DEAD_MESSAGE,
+        ]
+        for line in lines:
+            print("ERROR %s" % line, flush=True)
+        with self.condition:
+            self.alive = False
+            for seq in self.scheduler.running + list(self.scheduler.waiting):
+                seq.key.put(EngineDead(ENGINE_DEAD_MESSAGE))
+            self.scheduler.running = []
+            self.scheduler.waiting.clear()
+        self.died.set()
 
     def _loop(self):
         while True:
@@ -75,7 +136,11 @@ class Engine:
                 duration, decoding, chunks = self.scheduler.plan()
                 self.stats["running"] = len(self.scheduler.running)
                 self.stats["waiting"] = len(self.scheduler.waiting)
+                fatal = any(id(seq) in self.fatal for seq, _ in chunks)
             time.sleep(duration / self.speed)
+            if fatal:
+                self.die()
+                return
             with self.condition:
                 advanced, finished = self.scheduler.apply(decoding, chunks)
                 now = time.time()
@@ -106,7 +171,9 @@ class State:
         self.faults = {int(number): kind for kind, numbers in json.loads(os.environ.get("VLLM_TWIN_FAULTS", "{}"))
                        .items() for number in numbers}
         self.stall_s = float(os.environ.get("VLLM_TWIN_STALL_S", "3600"))
+        self.crash_pixels = int(os.environ.get("VLLM_TWIN_CRASH_PIXELS", DEFAULT_CRASH_PIXELS))
         self.sequence = 0
+        self.in_flight = 0
 
     def next_fault(self):
         """The fault planned for the chat request arriving now, if any."""
@@ -121,10 +188,15 @@ class State:
 
 def count_prompt(body, max_pixels=None):
     """Prompt tokens of a chat request: template, text (about 1.5 characters a token) and images."""
+    return prompt_stats(body, max_pixels)[0]
+
+
+def prompt_stats(body, max_pixels=None):
+    """(prompt tokens, pixels of the largest image after resizing) of a chat request."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "messages must be a non-empty list")
-    tokens = 0
+    tokens = largest = 0
     for message in messages:
         tokens += TEMPLATE_TOKENS
         content = message.get("content") if isinstance(message, dict) else None
@@ -137,9 +209,10 @@ def count_prompt(body, max_pixels=None):
             elif part.get("type") == "image_url":
                 width, height = image_dimensions(part.get("image_url", {}).get("url", ""))
                 tokens += image_tokens(width, height, max_pixels)
+                largest = max(largest, resized_pixels(width, height, max_pixels))
             else:
                 raise ApiError(400, "unsupported content part type: %r" % part.get("type"))
-    return tokens
+    return tokens, largest
 
 
 def image_dimensions(url):
@@ -192,7 +265,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.server.state
 
     def send_json(self, status, payload):
-        data = json.dumps(payload, ensure_ascii=False).encode()
+        # Starlette's JSONResponse: compact separators, UTF-8.
+        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -204,9 +278,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                 "param": None, "code": error.status}})
 
     def authorised(self):
-        if not self.state.api_key or not self.path.startswith("/v1"):
+        """vLLM's AuthenticationMiddleware: only paths under /v1, a Bearer scheme in any case, the exact key."""
+        if not self.state.api_key or not self.path.split("?", 1)[0].startswith("/v1"):
             return True
-        if self.headers.get("Authorization") == "Bearer " + self.state.api_key:
+        scheme, _, key = (self.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() == "bearer" and key == self.state.api_key:
             return True
         self.send_json(401, {"error": "Unauthorized"})
         return False
@@ -281,7 +357,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         if fault == "stall":
             time.sleep(self.state.stall_s)
-        self.complete(body, request, received, reset=fault == "reset")
+        with self.state.log_lock:
+            self.state.in_flight += 1
+        try:
+            self.complete(body, request, received, reset=fault == "reset")
+        finally:
+            with self.state.log_lock:
+                self.state.in_flight -= 1
 
     def validate(self, body):
         if not isinstance(body, dict):
@@ -289,7 +371,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         model = body.get("model", self.state.names[0])
         if model not in self.state.names:
             raise ApiError(404, "The model `%s` does not exist." % model, "NotFoundError")
-        prompt_tokens = count_prompt(body, self.state.max_pixels)
+        prompt_tokens, largest_image = prompt_stats(body, self.state.max_pixels)
         max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
         if max_tokens is None:
             max_tokens = self.state.max_model_len - prompt_tokens
@@ -301,11 +383,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                 "the messages or completion." % (self.state.max_model_len,
                                                                  prompt_tokens + max_tokens,
                                                                  prompt_tokens, max_tokens))
+        crash_pixels = self.state.crash_pixels
         return {"model": model, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
-                "output_tokens": answer_length(body, prompt_tokens, max_tokens)}
+                "output_tokens": answer_length(body, prompt_tokens, max_tokens),
+                "fatal_image": largest_image if crash_pixels and largest_image > crash_pixels else None}
 
     def complete(self, body, request, received, reset=False):
-        events = self.state.engine.submit(request["prompt_tokens"], request["output_tokens"])
+        events = self.state.engine.submit(request["prompt_tokens"], request["output_tokens"],
+                                          request["fatal_image"])
         request_id = "chatcmpl-" + uuid.uuid4().hex
         stream = bool(body.get("stream"))
         record = {"id": request_id, "received_s": received, "prompt_tokens": request["prompt_tokens"],
@@ -321,6 +406,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except InjectedReset:
             record["status"] = "reset"
             first, finished, emitted = None, time.time(), None
+        except EngineDead:
+            record["status"] = "engine_dead"
+            first, finished, emitted = None, time.time(), None
         record.update({"first_token_s": first, "finished_s": finished, "completion_tokens": emitted,
                        "latency_s": finished - received})
         self.state.log_request(record)
@@ -333,9 +421,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         raise InjectedReset()
 
     def wait_tokens(self, events):
-        """Yield (time, tokens so far, last) as the engine emits this request's tokens."""
+        """Yield (time, tokens so far, last) as the engine emits this request's tokens; EngineDead if it dies."""
         while True:
             event = events.get()
+            if isinstance(event, EngineDead):
+                raise event
             yield event
             if event[2]:
                 return
@@ -349,8 +439,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def reply(self, request, request_id, events):
         first = emitted = None
-        for when, count, _ in self.wait_tokens(events):
-            first, emitted = first or when, count
+        try:
+            for when, count, _ in self.wait_tokens(events):
+                first, emitted = first or when, count
+        except EngineDead as dead:
+            self.send_error_json(ApiError(500, str(dead), "InternalServerError"))
+            raise
         text = "".join(answer_piece(i) for i in range(emitted))
         finished = time.time()
         self.send_json(200, {
@@ -378,12 +472,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         chunk(dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
                                    "finish_reason": None}]))
         first = emitted = None
-        for _, emitted, done in self.wait_tokens(events):
-            first = first or time.time()
-            if reset and emitted == 3:
-                self.reset_connection()
-            chunk(dict(base, choices=[{"index": 0, "delta": {"content": answer_piece(emitted - 1)},
-                                       "finish_reason": self.finish_reason(request, emitted) if done else None}]))
+        try:
+            for _, emitted, done in self.wait_tokens(events):
+                first = first or time.time()
+                if reset and emitted == 3:
+                    self.reset_connection()
+                chunk(dict(base, choices=[{"index": 0, "delta": {"content": answer_piece(emitted - 1)},
+                                           "finish_reason": self.finish_reason(request, emitted) if done
+                                           else None}]))
+        except EngineDead as dead:
+            # The status line is gone already: the error is the stream's last event.
+            chunk({"error": {"message": str(dead), "type": "InternalServerError", "param": None, "code": 500}})
+            chunk("[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            raise
         if include_usage:
             chunk(dict(base, choices=[], usage=self.usage(request, emitted)))
         # Logged before the last bytes go out, so no client can send its next request before this time.
@@ -447,7 +550,8 @@ class ThreadingServer(http.server.HTTPServer):
             super().handle_error(request, client_address)
 
 
-def serve(args, model_path, config):
+def start_server(args, model_path, config):
+    """Load the model, then answer on the port from a background thread; return the server."""
     # Hand the GIL over more often than every 5 ms, so the accept loop and the engine are not starved by
     # handler threads parsing large uploads.
     sys.setswitchinterval(0.0005)
@@ -458,10 +562,23 @@ def serve(args, model_path, config):
     time.sleep(load_s / speed)
     server = ThreadingServer((args.host, args.port), Handler)
     server.state = State(args, model_path, config)
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     print("INFO Starting vLLM API server on http://%s:%d (twin speed x%g)" % (args.host, args.port, speed),
           flush=True)
+    return server
+
+
+def serve(args, model_path, config):
+    """Serve until stopped (exit status 0) or until the engine dies (1)."""
+    server = start_server(args, model_path, config)
     try:
-        server.serve_forever()
+        server.state.engine.died.wait()
     except KeyboardInterrupt:
-        pass
-    return 0
+        return 0
+    # The answers owed to requests in flight go out before the watchdog stops the server.
+    deadline = time.time() + WATCHDOG_S
+    while server.state.in_flight and time.time() < deadline:
+        time.sleep(0.05)
+    server.shutdown()
+    print("INFO Shutting down FastAPI HTTP server.", flush=True)
+    return 1
