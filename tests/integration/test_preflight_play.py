@@ -15,7 +15,7 @@ BAD_HOSTS = {
     "bad-chip": ("chip_alarm", ["chip health: found NPU 224: chip 1 health Alarm"]),
     "bad-dcmi": ("dcmi_8005", ["NPU ready: found `npu-smi info` failed: dcmi module initialize failed. ret is -8005",
                                "held by another container"]),
-    "bad-node": ("missing_davinci", ["device nodes: found missing", "/dev/davinci1 (NPU 6 chip 1)"]),
+    "bad-node": ("missing_davinci", ["device nodes: found missing", "missing a node for logic id 1 (NPU 6 chip 1)"]),
     "bad-process": ("foreign_process", ["chip in use: found pid 41877 (python3.9, 15321 MB) on NPU 6 chip 0"]),
 }
 # What a run may leave in a host's own files: Ansible's working folders and the login records.

@@ -156,3 +156,30 @@ def test_image_references_a_site_uses_are_accepted(image):
         "host": "n", "layout": "single", "container_name": "vllm-ascend", "port": "8000",
         "tensor_parallel_size": "2", "image": image, "served_name": "Qwen3-VL-8B-Instruct"})
     assert recorded["image"] == image
+
+
+def test_containers_of_other_owners_holding_planned_chips_are_named():
+    recorded = plan(host(npu_ids=(1, 2)))
+    ours = {"name": "/vllm-ascend-old", "labels": {"ascend-vllm-fleet.host": "npu-node-01"},
+            "devices": [{"PathOnHost": "/dev/davinci0"}], "privileged": False}
+    theirs = {"name": "/llm-test", "labels": {}, "privileged": False,
+              "devices": [{"PathOnHost": "/dev/davinci3"}, {"PathOnHost": "/dev/davinci1"},
+                          {"PathOnHost": "/dev/davinci_manager"}]}
+    elsewhere = {"name": "/web", "labels": None, "devices": None, "privileged": False}
+    everything = {"name": "/debug", "labels": {"ascend-vllm-fleet.host": "npu-node-02"}, "devices": [],
+                  "privileged": True}
+    assert vllm_server.vllm_server_chip_holders([ours, theirs, elsewhere, everything], recorded,
+                                                "ascend-vllm-fleet") == [
+        "container llm-test maps /dev/davinci1, /dev/davinci3",
+        "container debug runs privileged and can open every chip"]
+
+
+def test_missing_mount_sources_are_named_with_their_variable():
+    settings = {"dcmi_dir": "/usr/local/dcmi", "npu_smi": "/usr/local/bin/npu-smi",
+                "driver_home": "/usr/local/Ascend/driver/", "install_info": "/etc/ascend_install.info",
+                "cache_dir": "/var/cache/vllm-ascend", "model_dir": "/data/m", "model_container_dir": "/data/m"}
+    paths = vllm_server.vllm_server_mount_paths(settings)
+    assert paths == ["/usr/local/dcmi", "/usr/local/bin/npu-smi", "/usr/local/Ascend/driver/lib64/",
+                     "/usr/local/Ascend/driver/version.info", "/etc/ascend_install.info", "/data/m"]
+    assert vllm_server.vllm_server_missing_mounts(["/usr/local/dcmi", "/data/m"], settings) == [
+        "/usr/local/dcmi (set by fleet_dcmi_dir)", "/data/m (set by fleet_model_dir)"]

@@ -128,20 +128,8 @@ def vllm_server_docker_run(instance, plan, settings):
         lines.append(["--device", "%s:/dev/%s" % (device, device.rsplit("/", 1)[-1])])
     for device in plan["manager_devices"]:
         lines.append(["--device", "%s:/dev/%s" % (device, device.rsplit("/", 1)[-1])])
-    host_paths = {
-        "dcmi": settings["dcmi_dir"],
-        "npu_smi": settings["npu_smi"],
-        "driver_lib64": settings["driver_home"].rstrip("/") + "/lib64/",
-        "driver_version": settings["driver_home"].rstrip("/") + "/version.info",
-        "install_info": settings["install_info"],
-        "cache": settings["cache_dir"],
-    }
-    # The driver's files are mounted read-only: preflight runs the host's npu-smi as root, so no container may
-    # replace it. The cache is the containers' own folder, not the host's /root/.cache.
-    for key in ("dcmi", "npu_smi", "driver_lib64", "driver_version", "install_info"):
-        lines.append(["-v", "%s:%s:ro" % (host_paths[key], CONTAINER_PATHS[key])])
-    lines.append(["-v", "%s:%s" % (host_paths["cache"], CONTAINER_PATHS["cache"])])
-    lines.append(["-v", "%s:%s:ro" % (settings["model_dir"], settings["model_container_dir"])])
+    for source, target, mode, _variable in vllm_server_mounts(settings):
+        lines.append(["-v", "%s:%s%s" % (source, target, ":" + mode if mode else "")])
     lines.append(["-p", "%s:%d:%d" % (settings["bind_address"], instance["port"], settings["container_port"])])
     env = dict(settings["env"])
     if settings["jemalloc_path"]:
@@ -158,6 +146,55 @@ def vllm_server_docker_run(instance, plan, settings):
     # `--` ends docker's options: the image can never be read as one.
     lines.append(["--", plan["image"]])
     return lines + vllm_serve_lines(plan, settings)
+
+
+def vllm_server_mounts(settings):
+    """The host paths every instance mounts: (source, target in the container, mode, the variable naming it).
+
+    The driver's files are mounted read-only: preflight runs the host's npu-smi as root, so no container may
+    replace it. The cache is the containers' own folder, not the host's /root/.cache.
+    """
+    driver_home = settings["driver_home"].rstrip("/")
+    return [(settings["dcmi_dir"], CONTAINER_PATHS["dcmi"], "ro", "fleet_dcmi_dir"),
+            (settings["npu_smi"], CONTAINER_PATHS["npu_smi"], "ro", "fleet_npu_smi"),
+            (driver_home + "/lib64/", CONTAINER_PATHS["driver_lib64"], "ro", "fleet_driver_home"),
+            (driver_home + "/version.info", CONTAINER_PATHS["driver_version"], "ro", "fleet_driver_home"),
+            (settings["install_info"], CONTAINER_PATHS["install_info"], "ro", "fleet_install_info"),
+            (settings["cache_dir"], CONTAINER_PATHS["cache"], "", "vllm_server_cache_dir"),
+            (settings["model_dir"], settings["model_container_dir"], "ro", "fleet_model_dir")]
+
+
+def vllm_server_mount_paths(settings):
+    """The mount sources that must exist before any instance starts (the cache folder is made by the role)."""
+    return [source for source, _target, _mode, variable in vllm_server_mounts(settings)
+            if variable != "vllm_server_cache_dir"]
+
+
+def vllm_server_missing_mounts(missing_paths, settings):
+    """What to say of mount sources that do not exist on the host (Docker would mount an empty folder)."""
+    return ["%s (set by %s)" % (source, variable) for source, _target, _mode, variable in vllm_server_mounts(settings)
+            if source in missing_paths]
+
+
+def vllm_server_chip_holders(containers, plan, label_prefix):
+    """The running containers of other owners that hold chips of the plan, each as a sentence.
+
+    containers: `docker container inspect` records (name, labels, devices, privileged) of the running containers.
+    A chip opens in one container only: another that holds it makes ours fail at start (drvRet=87, "resources
+    are busy"); a privileged one sees, and may hold, every chip.
+    """
+    planned = set(device for instance in plan["instances"] for device in instance["devices"])
+    holders = []
+    for container in containers:
+        if (container.get("labels") or {}).get(label_prefix + ".host") == plan["host"]:
+            continue  # ours: replaced, kept or removed as stale by this role
+        held = sorted(planned & set(device["PathOnHost"] for device in container.get("devices") or []))
+        name = container["name"].lstrip("/")
+        if held:
+            holders.append("container %s maps %s" % (name, ", ".join(held)))
+        elif container.get("privileged"):
+            holders.append("container %s runs privileged and can open every chip" % name)
+    return holders
 
 
 def vllm_serve_lines(plan, settings):
@@ -216,4 +253,6 @@ def vllm_server_outcomes(decided, started, probes):
 class FilterModule:
     def filters(self):
         return {"vllm_server_plan": vllm_server_plan, "vllm_server_docker_run": vllm_server_docker_run,
-                "vllm_server_outcomes": vllm_server_outcomes}
+                "vllm_server_mount_paths": vllm_server_mount_paths,
+                "vllm_server_missing_mounts": vllm_server_missing_mounts,
+                "vllm_server_chip_holders": vllm_server_chip_holders, "vllm_server_outcomes": vllm_server_outcomes}

@@ -1,0 +1,155 @@
+"""What real 310P hosts and real vLLM do, as the twin now does it, and what the roles make of it: chips held by one
+container, privileged containers that see every chip, /dev/davinciN numbered by physical id, a key the server
+refuses, jemalloc preloaded only by an interactive shell, large images that crash the engine, and instances that
+load together."""
+import json
+import re
+import time
+
+import pytest
+import requests
+
+import png_images
+from openai_client import ImageChat, image_data_url
+from twin_fleet import DEFAULT_CONTAINER as NAME
+from twin_fleet import DEFAULT_PORT as PORT
+from twin_fleet import PlayFleet
+
+pytestmark = pytest.mark.docker
+DUAL, REMAPPED = "npu-dual", "npu-remap"
+MODEL = "Qwen3-VL-8B-Instruct"
+PER_CARD = {"vllm_server_layout": "per_card"}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    fleet = PlayFleet(tmp_path_factory.mktemp("modes"), {DUAL: "duo2", REMAPPED: "remapped_duo2"})
+    run = fleet.play(preflight=True)
+    assert run.rc == 0, run.stdout
+    yield fleet
+    fleet.down()
+
+
+def failure_text(run, host):
+    return "\n".join(json.dumps(event["event_data"].get("res"), ensure_ascii=False) for event in run.events
+                     if event.get("event") == "runner_on_failed" and event["event_data"].get("host") == host
+                     and not event["event_data"].get("ignore_errors"))
+
+
+def opened_chips(host, container):
+    """The /dev/davinciN the server opened, from its own log line."""
+    logs = host.docker("logs", container).stdout
+    found = re.findall(r"NPU chips opened: ([\w ]+) \(logical", logs)
+    assert found, logs
+    return found[-1].split()
+
+
+def chat(host, port, key, width, height):
+    body = ImageChat(MODEL, "describe", 8).body(image_data_url(png_images.png_image(width, height)))
+    return requests.post(host.url(port) + "/v1/chat/completions", data=body, timeout=60,
+                         headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+
+
+def test_a_chip_opens_in_one_container_only_and_a_deploy_names_who_holds_it(fleet):
+    """Someone's test container on NPU 6: the stand-in refuses a chip another holds, as the driver does, and the
+    deploy stops before touching our container, naming the other one."""
+    host = fleet[DUAL]
+    script = host.read_text("/etc/vllm-ascend/%s.sh" % NAME)
+    rogue = script.replace("--name %s " % NAME, "--name llm-test ").replace(":%d:" % PORT, ":%d:" % (PORT + 50))
+    rogue = "\n".join(line for line in rogue.splitlines()
+                      if not re.search(r"/dev/davinci[23]:|ascend-vllm-fleet\.", line)) + "\n"
+    before = host.inspect(NAME)["Id"]
+    host.docker("stop", NAME)
+    try:
+        host.exec("sh", "-c", "cat > /tmp/rogue.sh && sh /tmp/rogue.sh", input=rogue)
+        wait_for_log(host, "llm-test", "NPU chips opened: davinci0 davinci1")
+        host.docker("start", NAME)
+        wait_for_log(host, NAME, "resources are busy")
+        run = fleet.play("--limit", DUAL, **{DUAL: {"vllm_server_max_model_len": 4096}})
+        assert run.rc != 0
+        text = failure_text(run, DUAL)
+        assert "container llm-test maps /dev/davinci0, /dev/davinci1" in text, text
+        assert host.inspect(NAME)["Id"] == before, "our container was replaced while the chips were held"
+    finally:
+        host.docker("rm", "-f", "llm-test", check=False)
+    assert fleet.play("--limit", DUAL).rc == 0
+
+
+def wait_for_log(host, container, text, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        logs = host.docker("logs", container, check=False)
+        if text in logs.stdout + logs.stderr:
+            return
+        time.sleep(0.5)
+    raise AssertionError("%s never logged %r: %s" % (container, text, logs.stdout + logs.stderr))
+
+
+def test_a_missing_mount_source_fails_before_docker_makes_it_an_empty_folder(fleet):
+    host = fleet[DUAL]
+    before = host.inspect(NAME)["Id"]
+    run = fleet.play("--limit", DUAL, "-e", "fleet_dcmi_dir=/usr/local/dcmi-gone")
+    assert run.rc != 0
+    text = failure_text(run, DUAL)
+    assert "/usr/local/dcmi-gone (set by fleet_dcmi_dir)" in text, text
+    assert host.inspect(NAME)["Id"] == before and not host.exists("/usr/local/dcmi-gone")
+
+
+def test_chips_are_mapped_by_physical_id(fleet):
+    """remapped_duo2: NPU 6's chips have logic ids 0, 1 but are /dev/davinci4 and 5."""
+    run = fleet.play("--limit", REMAPPED, **{REMAPPED: PER_CARD})
+    assert run.rc == 0, run.stdout
+    host = fleet[REMAPPED]
+    for instance, nodes in ((NAME + "-npu6", ["davinci4", "davinci5"]), (NAME + "-npu224", ["davinci0", "davinci1"])):
+        mapped = sorted(d["PathOnHost"] for d in host.inspect(instance)["HostConfig"]["Devices"]
+                        if re.search(r"/davinci\d+$", d["PathOnHost"]))
+        assert mapped == ["/dev/" + node for node in nodes], (instance, mapped)
+    assert fleet.play("--limit", REMAPPED).rc == 0
+
+
+def test_a_refused_key_fails_at_once_with_the_cause(fleet):
+    """vLLM answers /health without the key and 401 on /v1/*: waiting out the ready timeout cannot help."""
+    run = fleet.play("--limit", DUAL, **{DUAL: {"vllm_server_extra_args": ["--api-key", "not-the-fleets-key"],
+                                                "vllm_server_ready_timeout": 900}})
+    assert run.rc != 0
+    text = failure_text(run, DUAL)
+    assert "the server refuses the API key: /v1/models answered 401" in text, text
+    assert "The previous container is serving again" in text
+    assert fleet.play("--limit", DUAL).rc == 0
+
+
+def test_jemalloc_is_preloaded_in_the_container(fleet):
+    host = fleet[DUAL]
+    environment = host.inspect(NAME)["Config"]["Env"]
+    assert [item for item in environment if item.startswith("LD_PRELOAD=") and "libjemalloc.so.2" in item]
+    assert "INFO jemalloc preloaded" in host.docker("logs", NAME).stdout
+
+
+def test_a_large_image_crashes_an_uncapped_engine_and_verify_names_the_crash(fleet):
+    host, key = fleet[DUAL], fleet.api_key()
+    capped = chat(host, PORT, key, 2560, 1440)  # the default cap resizes it below what crashes the engine
+    assert capped.status_code == 200, capped.text
+    run = fleet.play("--limit", DUAL, **{DUAL: {"vllm_server_max_pixels": 0}})
+    assert run.rc == 0, run.stdout
+    crashed = chat(host, PORT, key, 2560, 1440)
+    assert crashed.status_code == 500 and "EngineCore encountered an issue" in crashed.text, crashed.text
+    fleet.write(**{DUAL: {"vllm_server_max_pixels": 0}})
+    code, output = fleet.verify()
+    assert code != 0 and "instance %s: crashed and was restarted by Docker" % NAME in output, output
+    assert fleet.play("--limit", DUAL).rc == 0
+    assert chat(host, PORT, key, 2560, 1440).status_code == 200
+
+
+def test_a_hosts_instances_load_together(fleet):
+    """Every per_card container is started before the first of them has loaded."""
+    slow = {"VLLM_TWIN_SPEED": "40", "VLLM_TWIN_LOAD_S": "1200"}  # 30 s each on the twin
+    run = fleet.play("--limit", DUAL, **{DUAL: dict(PER_CARD, vllm_server_extra_env=slow)})
+    assert run.rc == 0, run.stdout
+    host = fleet[DUAL]
+    started, ready = [], []
+    for instance in (NAME + "-npu6", NAME + "-npu224"):
+        started.append(host.inspect(instance)["State"]["StartedAt"][:26])
+        lines = host.docker("logs", "--timestamps", instance).stdout.splitlines()
+        ready.append(next(line.split()[0][:26] for line in lines if "Starting vLLM API server" in line))
+    assert max(started) < min(ready), (started, ready)
+    assert fleet.play("--limit", DUAL).rc == 0
