@@ -175,6 +175,14 @@ ansible_facts:
           returned: always
           type: str
           sample: Kunpeng-920
+        online_cpus:
+          description:
+            - The host's online CPUs (C(/sys/devices/system/cpu/online)); empty when that cannot be read.
+            - A chip's C(cpu_affinity) may name CPUs that are offline; no container can be given those.
+          returned: always
+          type: list
+          elements: int
+          sample: [0, 1, 2, 3]
         cards:
           description: One entry per NPU ID, in the order of the npu-smi table.
           returned: always
@@ -495,6 +503,7 @@ from ansible.module_utils.npu_smi import (
     davinci_number,
     dcmi_cause,
     dcmi_failure,
+    expand_cpu_list,
     parse_board,
     parse_container_id,
     parse_cpu_model,
@@ -532,6 +541,9 @@ def read_text(path, problems=None):
     except (IOError, OSError):
         return None
     return utf8_text(data, "%s holds" % path, problems)
+
+
+ONLINE_CPUS = "/sys/devices/system/cpu/online"
 
 
 def cpu_model():
@@ -590,6 +602,7 @@ class Gatherer:
             "npu_smi_version": None, "driver_version": None, "driver_version_file": None,
             "firmware_version": None, "firmware_version_file": None, "install_info": {},
             "architecture": platform.machine(), "cpu_model": cpu_model(),
+            "online_cpus": expand_cpu_list((read_text(ONLINE_CPUS) or "").strip()) or [],
             "cards": [], "chips": [], "chip_count": 0, "card_count": 0, "chip_names": [],
             "unhealthy_npu_ids": [], "phy_ids_known": False, "devices": [], "manager_devices": [],
             "missing_manager_devices": [],

@@ -23,7 +23,7 @@ PER_CARD = {"vllm_server_layout": "per_card"}
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    fleet = PlayFleet(tmp_path_factory.mktemp("modes"), {DUAL: "duo2", REMAPPED: "remapped_duo2"})
+    fleet = PlayFleet(tmp_path_factory.mktemp("modes"), {DUAL: "duo2_one_node", REMAPPED: "remapped_duo2"})
     run = fleet.play(preflight=True)
     assert run.rc == 0, run.stdout
     yield fleet
@@ -51,7 +51,7 @@ def chat(host, port, key, width, height):
 
 
 def test_a_chip_opens_in_one_container_only_and_a_deploy_names_who_holds_it(fleet):
-    """Someone's test container on NPU 6: the stand-in refuses a chip another holds, as the driver does, and the
+    """Someone's test container on NPU 3: the stand-in refuses a chip another holds, as the driver does, and the
     deploy stops before touching our container, naming the other one."""
     host = fleet[DUAL]
     script = host.read_text("/etc/vllm-ascend/%s.sh" % NAME)
@@ -140,6 +140,21 @@ def test_a_large_image_crashes_an_uncapped_engine_and_verify_names_the_crash(fle
     assert chat(host, PORT, key, 2560, 1440).status_code == 200
 
 
+def test_per_card_instances_on_one_numa_node_get_disjoint_cpus(fleet):
+    """Without a cpuset each container sees every CPU of the node, and vLLM-Ascend pins both to the same cores."""
+    run = fleet.play("--limit", DUAL, **{DUAL: PER_CARD})
+    assert run.rc == 0, run.stdout
+    host, allowed = fleet[DUAL], []
+    for instance in (NAME + "-npu3", NAME + "-npu7"):
+        assert host.inspect(instance)["HostConfig"]["CpusetCpus"], instance
+        # What the server itself was allowed, as its CPU binding recorded it.
+        record = json.loads(host.read_text("/var/cache/vllm-ascend/vllm-twin/cpus/%s.json"
+                                           % "-".join(opened_chips(host, instance))))
+        allowed.append(set(record["allowed"]))
+    assert allowed[0] and allowed[1] and not allowed[0] & allowed[1], allowed
+    assert fleet.play("--limit", DUAL).rc == 0
+
+
 def test_a_hosts_instances_load_together(fleet):
     """Every per_card container is started before the first of them has loaded."""
     slow = {"VLLM_TWIN_SPEED": "40", "VLLM_TWIN_LOAD_S": "1200"}  # 30 s each on the twin
@@ -147,7 +162,7 @@ def test_a_hosts_instances_load_together(fleet):
     assert run.rc == 0, run.stdout
     host = fleet[DUAL]
     started, ready = [], []
-    for instance in (NAME + "-npu6", NAME + "-npu224"):
+    for instance in (NAME + "-npu3", NAME + "-npu7"):
         started.append(host.inspect(instance)["State"]["StartedAt"][:26])
         lines = host.docker("logs", "--timestamps", instance).stdout.splitlines()
         ready.append(next(line.split()[0][:26] for line in lines if "Starting vLLM API server" in line))

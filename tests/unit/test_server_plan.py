@@ -23,11 +23,24 @@ def host(npu_ids=(1, 2, 4, 5), chips_per_card=2, unhealthy=(), missing_managers=
             "manager_devices": [path for path in MANAGERS if path not in missing_managers]}
 
 
-def plan(ascend, layout="single", name="vllm-ascend", port=8000, tensor_parallel_size=2):
-    return vllm_server.vllm_server_plan(ascend, {
-        "host": "npu-node-01", "layout": layout, "container_name": name, "port": str(port),
-        "tensor_parallel_size": str(tensor_parallel_size), "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p",
-        "served_name": "Qwen3-VL-8B-Instruct"})
+PLAN_SETTINGS = {"host": "npu-node-01", "layout": "single", "container_name": "vllm-ascend", "port": "8000",
+                 "tensor_parallel_size": "2", "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p",
+                 "served_name": "Qwen3-VL-8B-Instruct", "cpu_binding": "cpuset"}
+# The role's settings for the docker run (vars/main.yml), with the role's defaults and no environment.
+RUN_SETTINGS = {"docker_bin": "docker", "label_prefix": "site", "restart_policy": "always", "shm_size": "10g",
+                "privileged": False, "dcmi_dir": "/usr/local/dcmi", "npu_smi": "/usr/local/bin/npu-smi",
+                "driver_home": "/usr/local/Ascend/driver", "install_info": "/etc/ascend_install.info",
+                "cache_dir": "/root/.cache", "model_dir": "/m", "model_container_dir": "/m",
+                "bind_address": "0.0.0.0", "container_port": 8000, "env": {}, "env_file": "",
+                "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2,
+                "enforce_eager": True, "dtype": "float16", "max_pixels": 0, "extra_args": [], "jemalloc_path": "",
+                "cpu_binding": "cpuset"}
+
+
+def plan(ascend, layout="single", name="vllm-ascend", port=8000, tensor_parallel_size=2, cpu_binding="cpuset"):
+    return vllm_server.vllm_server_plan(ascend, dict(
+        PLAN_SETTINGS, layout=layout, container_name=name, port=str(port),
+        tensor_parallel_size=str(tensor_parallel_size), cpu_binding=cpu_binding))
 
 
 def test_single_maps_every_chip_on_the_base_port_and_records_what_it_serves():
@@ -37,7 +50,8 @@ def test_single_maps_every_chip_on_the_base_port_and_records_what_it_serves():
         "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p", "served_name": "Qwen3-VL-8B-Instruct",
         "excluded_npu_ids": [], "manager_devices": MANAGERS,
         "instances": [{"name": "vllm-ascend", "port": 8000, "npu_ids": [1, 2, 4, 5],
-                       "devices": ["/dev/davinci%d" % n for n in range(8)], "logic_ids": list(range(8))}]}
+                       "devices": ["/dev/davinci%d" % n for n in range(8)], "logic_ids": list(range(8)),
+                       "cpus": None}]}
 
 
 def test_per_card_gives_each_card_its_two_chips_and_the_next_port():
@@ -85,13 +99,7 @@ def test_no_usable_chip_unknown_layout_and_missing_manager_devices():
 
 def test_the_docker_run_uses_the_fleet_docker_cli_and_the_planned_manager_devices():
     recorded = plan(host(npu_ids=(1,)))
-    settings = {"docker_bin": "/opt/docker/bin/docker", "label_prefix": "site", "restart_policy": "always",
-                "shm_size": "1g", "privileged": False, "dcmi_dir": "/usr/local/dcmi",
-                "npu_smi": "/usr/local/bin/npu-smi", "driver_home": "/usr/local/Ascend/driver",
-                "install_info": "/etc/ascend_install.info", "cache_dir": "/root/.cache", "model_dir": "/m",
-                "model_container_dir": "/m", "bind_address": "0.0.0.0", "container_port": 8000, "env": {},
-                "env_file": "", "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2,
-                "enforce_eager": True, "dtype": "float16", "max_pixels": 0, "extra_args": [], "jemalloc_path": ""}
+    settings = dict(RUN_SETTINGS, docker_bin="/opt/docker/bin/docker")
     lines = vllm_server.vllm_server_docker_run(recorded["instances"][0], recorded, settings)
     assert lines[0][:2] == ["/opt/docker/bin/docker", "run"]
     devices = [line[1] for line in lines if line[0] == "--device"]
@@ -104,14 +112,7 @@ def test_the_docker_run_uses_the_fleet_docker_cli_and_the_planned_manager_device
 def test_a_privileged_instance_is_kept_to_its_own_chips_by_the_runtimes_visible_devices():
     """A privileged container sees every chip of the host and would open logical 0 and 1 in each instance."""
     recorded = plan(host(), "per_card")
-    settings = {"docker_bin": "docker", "label_prefix": "site", "restart_policy": "always", "shm_size": "10g",
-                "privileged": True, "dcmi_dir": "/usr/local/dcmi", "npu_smi": "/usr/local/bin/npu-smi",
-                "driver_home": "/usr/local/Ascend/driver", "install_info": "/etc/ascend_install.info",
-                "cache_dir": "/root/.cache", "model_dir": "/m", "model_container_dir": "/m",
-                "bind_address": "0.0.0.0", "container_port": 8000, "env": {}, "env_file": "",
-                "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2,
-                "enforce_eager": True, "dtype": "float16", "max_pixels": 0, "extra_args": [],
-                "jemalloc_path": "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"}
+    settings = dict(RUN_SETTINGS, privileged=True, jemalloc_path="/usr/lib/aarch64-linux-gnu/libjemalloc.so.2")
     visible = []
     for instance in recorded["instances"]:
         lines = vllm_server.vllm_server_docker_run(instance, recorded, settings)
@@ -140,10 +141,7 @@ def test_a_privileged_instance_is_kept_to_its_own_chips_by_the_runtimes_visible_
     ("served_name", 8, "vllm_server_served_name"),
 ])
 def test_names_that_would_become_flags_paths_or_lines_are_refused(setting, value, variable):
-    settings = {"host": "npu-node-01", "layout": "single", "container_name": "vllm-ascend", "port": "8000",
-                "tensor_parallel_size": "2", "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p",
-                "served_name": "Qwen3-VL-8B-Instruct"}
-    settings[setting] = value
+    settings = dict(PLAN_SETTINGS, **{setting: value})
     with pytest.raises(AnsibleFilterError, match="^%s is .*: expected " % variable):
         vllm_server.vllm_server_plan(host(), settings)
 
@@ -152,9 +150,7 @@ def test_names_that_would_become_flags_paths_or_lines_are_refused(setting, value
                                    "localhost/vllm", "vllm-ascend", "registry.example.cn:5000/ascend/vllm-ascend"
                                    "@sha256:" + "ab" * 32])
 def test_image_references_a_site_uses_are_accepted(image):
-    recorded = vllm_server.vllm_server_plan(host(), {
-        "host": "n", "layout": "single", "container_name": "vllm-ascend", "port": "8000",
-        "tensor_parallel_size": "2", "image": image, "served_name": "Qwen3-VL-8B-Instruct"})
+    recorded = vllm_server.vllm_server_plan(host(), dict(PLAN_SETTINGS, image=image))
     assert recorded["image"] == image
 
 
@@ -183,3 +179,47 @@ def test_missing_mount_sources_are_named_with_their_variable():
                      "/usr/local/Ascend/driver/version.info", "/etc/ascend_install.info", "/data/m"]
     assert vllm_server.vllm_server_missing_mounts(["/usr/local/dcmi", "/data/m"], settings) == [
         "/usr/local/dcmi (set by fleet_dcmi_dir)", "/data/m (set by fleet_model_dir)"]
+
+
+def with_affinity(ascend, affinity_by_npu):
+    for chip in ascend["chips"]:
+        chip["cpu_affinity"] = affinity_by_npu.get(chip["npu_id"], [])
+    return ascend
+
+
+def test_per_card_instances_sharing_a_numa_node_get_disjoint_cpus():
+    node0, node2 = list(range(0, 24)), list(range(48, 72))
+    facts = with_affinity(host(), {1: node0, 2: node0, 4: node2, 5: node2})
+    instances = plan(facts, "per_card")["instances"]
+    assert [i["cpus"] for i in instances] == [node0[:12], node0[12:], node2[:12], node2[12:]]
+    settings = dict(RUN_SETTINGS, privileged=False)
+    recorded = plan(facts, "per_card")
+    lines = vllm_server.vllm_server_docker_run(recorded["instances"][3], recorded, settings)
+    assert ["--cpuset-cpus", "60-71"] in lines and not [line for line in lines if line[0] == "--additional-config"]
+    # The seed's single container, and an operator who keeps vLLM-Ascend's own binding: no cpuset.
+    assert plan(facts)["instances"][0]["cpus"] is None
+    assert [i["cpus"] for i in plan(facts, "per_card", cpu_binding="vllm")["instances"]] == [None] * 4
+    disabled = vllm_server.vllm_server_docker_run(recorded["instances"][0], recorded,
+                                                  dict(settings, cpu_binding="disabled"))
+    assert ["--additional-config", '{"enable_cpu_binding": false}'] in disabled
+
+
+def test_an_instance_whose_chips_affinity_is_unknown_gets_vllm_binding_off():
+    """Without an affinity vLLM-Ascend slices all CPUs the same way in every container: off is better."""
+    facts = with_affinity(host(npu_ids=(1, 2)), {1: list(range(24))})
+    recorded = plan(facts, "per_card")
+    assert [i["cpus"] for i in recorded["instances"]] == [list(range(24)), None]
+    settings = dict(RUN_SETTINGS, privileged=False)
+    unknown = vllm_server.vllm_server_docker_run(recorded["instances"][1], recorded, settings)
+    assert ["--additional-config", '{"enable_cpu_binding": false}'] in unknown
+    assert not [line for line in unknown if line[0] == "--cpuset-cpus"]
+
+
+def test_offline_cpus_are_never_in_a_cpuset():
+    """Docker refuses a cpuset naming CPUs the host does not have online."""
+    node = list(range(48, 72))
+    facts = with_affinity(host(npu_ids=(1, 2)), {1: node, 2: node})
+    facts["online_cpus"] = list(range(0, 60))
+    assert [i["cpus"] for i in plan(facts, "per_card")["instances"]] == [list(range(48, 54)), list(range(54, 60))]
+    facts["online_cpus"] = [0, 1]
+    assert [i["cpus"] for i in plan(facts, "per_card")["instances"]] == [None, None]

@@ -138,7 +138,7 @@ def test_binding_pins_the_worker_cpus_and_records_them(root, monkeypatch, capsys
     cpus = npu.bind_cpus(opened, 8000, None)
     # duo2: every chip's affinity is 48-71; the two chips split it, each keeping 2 IRQ, 1 ACL, 1 release CPU.
     assert cpus == list(range(50, 58)) + list(range(62, 70)) and bound == [cpus]
-    record = json.loads((root / "root/.cache/vllm-twin/cpus/8000.json").read_text())
+    record = json.loads((root / "root/.cache/vllm-twin/cpus/davinci0-davinci1.json").read_text())
     assert record["bound"] == cpus and record["plan"] == {"0": list(range(48, 60)), "1": list(range(60, 72))}
     assert "INFO bound to CPUs 50,51" in capsys.readouterr().out
 
@@ -147,12 +147,12 @@ def test_binding_is_skipped_when_disabled_or_impossible(root, monkeypatch, capsy
     monkeypatch.setattr(npu.os, "sched_setaffinity", pytest.fail)
     opened = npu.open_chips(2)
     assert npu.bind_cpus(opened, 8001, {"enable_cpu_binding": False}) == []
+    record = json.loads((root / "root/.cache/vllm-twin/cpus/davinci0-davinci1.json").read_text())
+    assert record["skipped"] == "enable_cpu_binding is false" and record["port"] == 8001
     monkeypatch.setattr(npu.os, "sched_getaffinity", lambda pid: {0, 1})
     assert npu.bind_cpus(opened, 8002, {}) == []
     assert "WARNING Bind cpus failed in rank0: CPUs available in 'Cpus_allowed_list' conflict" in (
         capsys.readouterr().out)
-    record = json.loads((root / "root/.cache/vllm-twin/cpus/8001.json").read_text())
-    assert record["skipped"] == "enable_cpu_binding is false"
 
 
 def test_jemalloc_counts_as_preloaded_only_when_named_and_present(root, monkeypatch, capsys):

@@ -55,6 +55,46 @@ def _usable_chips(ascend):
     return sorted(chips, key=lambda chip: chip["logic_id"])
 
 
+def _instance_cpus(groups, layout, cpu_binding, online_cpus):
+    """The CPUs each per_card instance is confined to (None: not confined), by name.
+
+    vLLM-Ascend binds each worker to CPUs of its chip's NUMA affinity (`npu-smi info -t topo`), as seen from
+    inside its container: per_card containers whose cards share a NUMA node would pin to the same cores. With
+    cpu_binding cpuset, instances that share an affinity get equal, disjoint slices of it; vLLM-Ascend then binds
+    within its slice (it intersects the affinity with the CPUs the container may use). Offline CPUs, which
+    Docker refuses in a cpuset, are left out when the facts know the online ones.
+    """
+    if layout != "per_card" or cpu_binding != "cpuset":
+        return {name: None for name, _chips in groups}
+    affinity = {}
+    for name, chips in groups:
+        pool = set(cpu for chip in chips for cpu in chip.get("cpu_affinity") or [])
+        if online_cpus:
+            pool &= set(online_cpus)
+        if pool and all(chip.get("cpu_affinity") for chip in chips):
+            affinity[name] = tuple(sorted(pool))
+    sharing = {}
+    for name, _chips in groups:
+        if name in affinity:
+            sharing.setdefault(affinity[name], []).append(name)
+    cpus = {name: None for name, _chips in groups}
+    for pool, names in sharing.items():
+        for index, name in enumerate(names):
+            cpus[name] = list(pool[index * len(pool) // len(names):(index + 1) * len(pool) // len(names)])
+    return cpus
+
+
+def cpu_list(cpus):
+    """0-11,24-35: the form --cpuset-cpus takes."""
+    ranges = []
+    for cpu in sorted(cpus):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(low) if low == high else "%d-%d" % (low, high) for low, high in ranges)
+
+
 def vllm_server_plan(ascend, settings):
     """The serving plan of one host, as recorded in its plan file: what each instance maps and serves.
 
@@ -82,6 +122,7 @@ def vllm_server_plan(ascend, settings):
     else:
         raise AnsibleFilterError("vllm_server_layout %r: expected single or per_card" % layout)
     tensor_parallel_size = int(settings["tensor_parallel_size"])
+    cpus = _instance_cpus(groups, layout, settings["cpu_binding"], ascend.get("online_cpus"))
     instances = []
     for index, (name, group) in enumerate(groups):
         if tensor_parallel_size > len(group):
@@ -96,6 +137,7 @@ def vllm_server_plan(ascend, settings):
             "npu_ids": sorted(set(chip["npu_id"] for chip in group)),
             "devices": [chip["device"] for chip in group],
             "logic_ids": [chip["logic_id"] for chip in group],
+            "cpus": cpus[name],
         })
     mapped = [device for instance in instances for device in instance["devices"]]
     twice = sorted(device for device in set(mapped) if mapped.count(device) > 1)
@@ -124,6 +166,8 @@ def vllm_server_docker_run(instance, plan, settings):
              ["--shm-size", settings["shm_size"]]]
     if settings["privileged"]:
         lines.append(["--privileged"])
+    if instance.get("cpus"):
+        lines.append(["--cpuset-cpus", cpu_list(instance["cpus"])])
     for device in instance["devices"]:
         lines.append(["--device", "%s:/dev/%s" % (device, device.rsplit("/", 1)[-1])])
     for device in plan["manager_devices"]:
@@ -145,7 +189,8 @@ def vllm_server_docker_run(instance, plan, settings):
         lines.append(["--env-file", settings["env_file"]])
     # `--` ends docker's options: the image can never be read as one.
     lines.append(["--", plan["image"]])
-    return lines + vllm_serve_lines(plan, settings)
+    return lines + vllm_serve_lines(plan, settings, cpu_binding_off=settings["cpu_binding"] == "disabled" or (
+        settings["cpu_binding"] == "cpuset" and plan["layout"] == "per_card" and not instance.get("cpus")))
 
 
 def vllm_server_mounts(settings):
@@ -197,8 +242,12 @@ def vllm_server_chip_holders(containers, plan, label_prefix):
     return holders
 
 
-def vllm_serve_lines(plan, settings):
-    """`vllm serve` and its flags: the seed's, each from a variable, plus the operator's extras."""
+def vllm_serve_lines(plan, settings, cpu_binding_off):
+    """`vllm serve` and its flags: the seed's, each from a variable, plus the operator's extras.
+
+    cpu_binding_off: turn vLLM-Ascend's own CPU binding off (asked for, or a per_card instance whose chips'
+    affinity is unknown, which would slice the same CPUs as every other instance).
+    """
     lines = [["vllm", "serve", settings["model_container_dir"]],
              ["--served-model-name", plan["served_name"]],
              ["--gpu-memory-utilization", str(settings["gpu_memory_utilization"])],
@@ -211,6 +260,8 @@ def vllm_serve_lines(plan, settings):
         lines.append(["--port", str(settings["container_port"])])
     if settings["max_pixels"]:
         lines.append(["--mm-processor-kwargs", json.dumps({"max_pixels": int(settings["max_pixels"])})])
+    if cpu_binding_off:
+        lines.append(["--additional-config", json.dumps({"enable_cpu_binding": False})])
     if settings["extra_args"]:
         lines.append([str(arg) for arg in settings["extra_args"]])
     return lines

@@ -251,6 +251,7 @@ def bind_cpus(opened, port, additional_config):
             print("INFO bound to CPUs %s" % ",".join(map(str, record["bound"])), flush=True)
     folder = host_path(os.path.join(STATE_DIR, "cpus"))
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "%d.json" % port), "w") as handle:
+    # Named by the chips, which no other server on the host holds; every container listens on the same port.
+    with open(os.path.join(folder, "%s.json" % "-".join(record["chips"])), "w") as handle:
         json.dump(record, handle, sort_keys=True)
     return record["bound"]
