@@ -46,6 +46,13 @@ options:
     description: Longest wait between two attempts, in seconds (0 or more).
     type: float
     default: 120
+  timeout:
+    description:
+      - Seconds one pull attempt may take before it is stopped and retried (0 for no limit). The image is many
+        GB: a pull that hangs on a dead connection would otherwise never end. Layers already downloaded are
+        kept for the next attempt.
+    type: int
+    default: 3600
   docker:
     description: Docker CLI to run.
     type: str
@@ -220,6 +227,7 @@ def check_options(params):
         raise OptionError("name %r names the digest %s but digest is %s: expected one digest. Fix: pin the image "
                           "in one place, vllm_image_digest" % (name, named, digest))
     number_at_least(params, "retries", 1, "set vllm_image_pull_retries to 1 or more")
+    number_at_least(params, "timeout", 0, "set vllm_image_pull_timeout to the seconds one attempt may take, or 0")
     number_at_least(params, "delay", 0, "set vllm_image_pull_delay to the seconds before the second attempt")
     number_at_least(params, "max_delay", 0, "give the longest wait between attempts, in seconds")
     text_given(params, "docker", "the Docker CLI to run, such as docker or /usr/bin/docker",
@@ -231,11 +239,11 @@ def pull(params):
     name, docker, retries = params["name"], params["docker"], params["retries"]
     delay, errors = params["delay"], []
     for attempt in range(1, retries + 1):
-        code, out, err = run_docker(docker, "pull", "--", name)
+        code, out, err = run_docker(docker, "pull", "--", name, timeout=params["timeout"] or None)
         if code == 0:
             return attempt
         lines = (err.strip() or out.strip()).splitlines()
-        errors.append(lines[-1] if lines else "exit %d" % code)
+        errors.append(lines[-1] if lines else "exit %s" % code)
         permanent = [fix for wording, fix in PERMANENT if wording in errors[-1].lower()]
         if permanent:
             raise PullError("could not pull %s: %s; not retried, as another attempt gets the same answer. Fix: %s"
@@ -290,6 +298,7 @@ def main():
             name=dict(type="str", required=True),
             digest=dict(type="str"),
             retries=dict(type="int", default=5),
+            timeout=dict(type="int", default=3600),
             delay=dict(type="float", default=5),
             max_delay=dict(type="float", default=120),
             docker=dict(type="str", default="docker"),

@@ -73,6 +73,13 @@ options:
     description: Seconds to wait for the smoke answer (at least 1).
     type: int
     default: 300
+  required_files:
+    description:
+      - Paths that must exist inside C(container), checked with the smoke request (C(docker exec ... test -e)),
+        such as the library C(LD_PRELOAD) names, which the dynamic loader skips without a word when it is missing.
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     description: Can run in check mode and probe as without it.
@@ -261,11 +268,30 @@ def check_options(params):
                               "container unset" % params["container"])
         text_given(params, "docker", "the Docker CLI to run, such as docker or /usr/bin/docker",
                    "set fleet_docker_bin, or leave container unset")
+    elif params["required_files"]:
+        raise OptionError("required_files: needs container, the container to look in. Fix: give container, or "
+                          "leave required_files empty")
+    bad = [path for path in params["required_files"] if not path.startswith("/")]
+    if bad:
+        raise OptionError("required_files: %r is not an absolute path: expected paths inside the container, such as "
+                          "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2. Fix: give the full path (vllm_server_"
+                          "jemalloc_path)" % bad[0])
     try:
         return generated_size(params["image_size"])
     except ValueError as error:
         raise OptionError("image_size: %s. Fix: give WIDTHxHEIGHT, such as 640x480 (vllm_server_smoke_image_size)"
                           % error) from None
+
+
+def check_required_files(params):
+    """Each of required_files is in the container; RuntimeError naming the first that is not."""
+    for path in params["required_files"]:
+        code, out, err = run_docker(params["docker"], "exec", "--", params["container"], "test", "-e", path)
+        if code != 0:
+            raise RuntimeError("%s is not in the container (`test -e` exited %s%s): it serves without it. Fix: give "
+                               "the path the image has (for LD_PRELOAD: vllm_server_jemalloc_path), or stop asking "
+                               "for it (vllm_server_preload_jemalloc: false)"
+                               % (path, code, ": " + (err or out).strip() if (err or out).strip() else ""))
 
 
 def probe(client, params, size):
@@ -276,6 +302,7 @@ def probe(client, params, size):
         ready_after, names = wait_ready(client, params)
         result.update(ready_after_s=round(ready_after, 3), models=names)
         if params["smoke_test"]:
+            check_required_files(params)
             result.update(smoke(client, params, size))
     except RuntimeError as error:
         logs = container_logs(params["docker"], params["container"], params["log_lines"]) \
@@ -303,6 +330,7 @@ def main():
             image_size=dict(type="str", default="640x480"),
             max_tokens=dict(type="int", default=64, no_log=False),
             request_timeout=dict(type="int", default=300),
+            required_files=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )

@@ -23,14 +23,18 @@ class DockerUnavailable(OptionError):
             "to its path" % self.why)
 
 
-def run_docker(docker, *args):
+def run_docker(docker, *args, timeout=None):
     """(exit code, stdout, stderr) of one Docker CLI call, bytes that are not UTF-8 replaced.
 
     Callers put `--` before any name they pass, so that no value, whatever it holds, is read as an option.
+    timeout (seconds): the call is killed after it, giving exit code None and the reason as stderr (the daemon
+    stops a pull whose client went away, and keeps the layers it has).
     """
     try:
         done = subprocess.run([docker] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              encoding="utf-8", errors="replace", check=False)
+                              encoding="utf-8", errors="replace", check=False, timeout=timeout)
     except OSError as error:
         raise DockerUnavailable(docker, error) from None
+    except subprocess.TimeoutExpired:
+        return None, "", "no end after %ss: stopped (timeout)" % timeout
     return done.returncode, done.stdout, done.stderr

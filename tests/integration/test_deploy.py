@@ -124,7 +124,7 @@ def test_bad_change_fails_with_the_servers_error_and_the_previous_container_serv
 
 
 def test_a_replacement_interrupted_while_waiting_is_put_back_by_the_next_run(fleet, deployed):
-    """As Ctrl-C during "Wait until the new container serves" leaves a host: the serving container set aside
+    """As Ctrl-C during "Wait until every instance serves" leaves a host: the serving container set aside
     and stopped with its files, and a new one from a bad spec that does not serve."""
     host, script = fleet[B], "%s/%s.sh" % (CONFIG_DIR, NAME)
     files_before = rendered_files(fleet, B)

@@ -123,6 +123,11 @@ def test_jemalloc_is_preloaded_in_the_container(fleet):
     environment = host.inspect(NAME)["Config"]["Env"]
     assert [item for item in environment if item.startswith("LD_PRELOAD=") and "libjemalloc.so.2" in item]
     assert "INFO jemalloc preloaded" in host.docker("logs", NAME).stdout
+    wrong = "/usr/lib/jemalloc-not-here/libjemalloc.so.2"
+    run = fleet.play("--limit", DUAL, **{DUAL: {"vllm_server_jemalloc_path": wrong}})
+    assert run.rc != 0
+    text = failure_text(run, DUAL)
+    assert wrong + " is not in the container" in text and "The previous container is serving again" in text, text
 
 
 def test_a_large_image_crashes_an_uncapped_engine_and_verify_names_the_crash(fleet):

@@ -68,6 +68,8 @@ REFUSED_BEFORE_ANY_CALL = [
     ("delay not a number", {"name": IMAGE, "delay": "nan"}, ["delay: nan is not allowed", "at least 0"]),
     ("delay endless", {"name": IMAGE, "delay": "inf"}, ["delay: inf is not allowed", "at least 0"]),
     ("max_delay negative", {"name": IMAGE, "max_delay": -5}, ["max_delay: -5 is not allowed", "at least 0"]),
+    ("timeout negative", {"name": IMAGE, "timeout": -1}, ["timeout: -1 is not allowed", "at least 0",
+                                                          "vllm_image_pull_timeout"]),
     ("empty docker", {"name": IMAGE, "docker": ""}, ["docker is empty", "the Docker CLI"]),
 ]
 
@@ -109,6 +111,20 @@ def test_a_network_error_is_retried_and_blamed_on_the_network(tmp_path):
     result = run_module("docker_image_pull", name=IMAGE, docker=docker, retries=3, delay=0)
     assert_refused(result, "could not pull %s after 3 attempts" % IMAGE, "proxy, firewall, DNS")
     assert len(pulls(calls)) == 3 and len(result["errors"]) == 3
+
+
+def test_a_pull_that_hangs_is_stopped_at_its_timeout_and_tried_again(tmp_path):
+    """A pull stuck on a dead connection never ends by itself: each attempt has a time limit."""
+    docker, calls = fake_docker(tmp_path)
+    real = tmp_path / "docker-real"
+    (tmp_path / "docker").rename(real)
+    hang_once = tmp_path / "docker"
+    hang_once.write_text("#!/bin/sh\nif [ \"$1\" = pull ] && [ ! -e %s ]; then : > %s; exec sleep 60; fi\n"
+                         "exec %s \"$@\"\n" % (tmp_path / "hung", tmp_path / "hung", real))
+    hang_once.chmod(0o755)
+    result = run_module("docker_image_pull", name=IMAGE, docker=docker, retries=3, delay=0, timeout=1)
+    assert result.get("changed") and not result.get("failed"), result
+    assert result["attempts"] == 2 and len(pulls(calls)) == 1, "the hung attempt, then one that pulled"
 
 
 def test_a_daemon_that_does_not_answer_is_named_not_the_network(tmp_path):

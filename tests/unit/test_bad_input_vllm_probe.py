@@ -2,6 +2,7 @@
 whose answers each test scripts (test_bad_input_vllm_load_test.py streams from it too)."""
 import http.server
 import json
+import time
 
 import pytest
 from test_bad_input_all_modules import SECRET, assert_refused, run_module
@@ -84,6 +85,10 @@ OPTIONS = [
     ("docker empty", {"container": "vllm-ascend", "docker": ""}, ["docker is empty", "the Docker CLI"]),
     ("docker missing", {"container": "vllm-ascend", "docker": "/nonexistent/docker"},
      ["docker '/nonexistent/docker'", "cannot run"]),
+    ("required_files without container", {"required_files": ["/usr/lib/libjemalloc.so.2"]},
+     ["required_files: needs container"]),
+    ("required_files relative", {"container": "vllm-ascend", "required_files": ["libjemalloc.so.2"]},
+     ["required_files: 'libjemalloc.so.2' is not an absolute path"]),
     ("api_key with a line break", {"api_key": SECRET + "\nX-Injected: 1"}, ["api_key", "line break"]),
     ("api_key not ASCII", {"api_key": SECRET + "ключ"}, ["api_key", "ASCII"]),
 ]
@@ -126,3 +131,50 @@ def test_a_smoke_answer_no_vllm_gives_is_named(scripted, case, answer, expected)
 def test_a_models_list_no_vllm_gives_is_named(scripted, case, models, expected):
     Scripted.models = models
     assert_refused(probe(base_url=scripted), scripted, "not ready after 1s", *expected)
+
+
+def test_a_refused_key_fails_at_once_not_at_the_timeout(scripted):
+    """vLLM answers /health without the key and 401 on /v1/*: waiting longer cannot help."""
+    Scripted.models = (401, b'{"error":"Unauthorized"}')
+    started = time.monotonic()
+    result = probe(base_url=scripted, timeout=600, api_key=SECRET)
+    assert_refused(result, scripted, "the server refuses the API key: /v1/models answered 401", "Unauthorized",
+                   "fleet_api_key")
+    assert time.monotonic() - started < 300, "the probe waited for the ready timeout"
+    assert SECRET not in json.dumps(result)
+
+
+def fake_docker(tmp_path, state, has_file=True):
+    """A docker CLI for the probe's container checks: inspect answers `state` (status, exit code, restart count,
+    read from a file a test may rewrite), exec answers whether the file exists."""
+    (tmp_path / "state").write_text(state)
+    script = tmp_path / "docker"
+    script.write_text("#!/bin/sh\ncase \"$1\" in\n  inspect) cat %s ;;\n  exec) exit %d ;;\n  logs) echo crashed ;;\n"
+                      "esac\n" % (tmp_path / "state", 0 if has_file else 1))
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_container_restarted_while_loading_is_a_restart_loop(scripted, tmp_path):
+    """Docker restarts a crashed server at once: it is running each time the probe looks, one restart later."""
+    Scripted.models = (503, b"loading")
+    docker = fake_docker(tmp_path, "running 0 0")
+    restarted = tmp_path / "docker-restarting"
+    restarted.write_text("#!/bin/sh\nif [ \"$1\" = inspect ] && [ -e %(seen)s ]; then echo 'running 0 1'; exit 0; fi\n"
+                         "[ \"$1\" = inspect ] && : > %(seen)s\nexec %(docker)s \"$@\"\n"
+                         % {"seen": tmp_path / "seen", "docker": docker})
+    restarted.chmod(0o755)
+    result = probe(base_url=scripted, timeout=30, container="vllm-ascend", docker=str(restarted), smoke_test=False)
+    assert_refused(result, "crashed and was restarted by Docker 1 time(s) while loading", "restart loop", "crashed")
+
+
+def test_a_file_the_deploy_expects_in_the_container_is_checked_with_the_smoke_request(scripted, tmp_path):
+    Scripted.chat = (200, json.dumps({"choices": [{"message": {"content": "a picture"}}],
+                                      "usage": {"prompt_tokens": 3}}).encode())
+    path = "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"
+    present = probe(base_url=scripted, container="vllm-ascend", docker=fake_docker(tmp_path, "running 0 0"),
+                    required_files=[path])
+    assert not present.get("failed") and present["answer"] == "a picture", present
+    missing = probe(base_url=scripted, container="vllm-ascend",
+                    docker=fake_docker(tmp_path, "running 0 0", has_file=False), required_files=[path])
+    assert_refused(missing, path + " is not in the container", "vllm_server_jemalloc_path")
