@@ -49,7 +49,7 @@ options:
   timeout:
     description:
       - Seconds one pull attempt may take before it is stopped and retried (0 for no limit). The image is many
-        GB: a pull that hangs on a dead connection would otherwise never end. Layers already downloaded are
+        GB, and a pull that hangs on a dead connection would otherwise never end. Layers already downloaded are
         kept for the next attempt.
     type: int
     default: 3600

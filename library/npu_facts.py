@@ -708,8 +708,8 @@ class Gatherer:
                 "which node is which chip: %s. Each chip's device is unknown; a container given "
                 "davinci<logic id> would get another chip or none. Fix: install an Ascend driver whose npu-smi "
                 "answers `npu-smi info -t phyid-remap -p <N>` (`npu-smi info -h` lists phyid-remap), or, if a node "
-                "is missing, reload the driver or reboot" % (dev, " ".join(map(str, numbers)) or "none",
-                                                            " ".join(map(str, logic_ids)), failure))
+                "is missing, reload the driver or reboot"
+                % (dev, " ".join(map(str, numbers)) or "none", " ".join(map(str, logic_ids)), failure))
 
     def read_cpu_affinity(self, facts, path):
         """Each chip's CPU affinity from the topo matrix, whose rows are chip logic ids."""

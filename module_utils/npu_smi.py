@@ -226,7 +226,7 @@ def expand_cpu_list(text):
         return None
     cpus = set()
     for part in text.split(","):
-        first, _, last = part.partition("-")
+        first, _dash, last = part.partition("-")
         cpus.update(range(int(first), int(last or first) + 1))
     return sorted(cpus)
 
