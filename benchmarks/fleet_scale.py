@@ -45,12 +45,13 @@ def children_cpu_s():
     return usage.ru_utime + usage.ru_stime
 
 
-def site(inventory, log):
-    """Run site.yml; its seconds, changed tasks over all hosts, and CPU seconds (controller, the rest)."""
+def site(inventory, log, *args):
+    """Run site.yml (with ansible-playbook's args); its seconds, changed tasks over all hosts, and CPU seconds
+    (controller, the rest)."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]))
     started, busy, controller = time.monotonic(), busy_cpu_s(), children_cpu_s()
-    result = subprocess.run(["ansible-playbook", "-i", str(inventory), "site.yml"], cwd=str(REPO), env=env,
+    result = subprocess.run(["ansible-playbook", "-i", str(inventory), "site.yml"] + list(args), cwd=str(REPO), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     elapsed = time.monotonic() - started
     controller = children_cpu_s() - controller

@@ -223,3 +223,23 @@ def test_offline_cpus_are_never_in_a_cpuset():
     assert [i["cpus"] for i in plan(facts, "per_card")["instances"]] == [list(range(48, 54)), list(range(54, 60))]
     facts["online_cpus"] = [0, 1]
     assert [i["cpus"] for i in plan(facts, "per_card")["instances"]] == [None, None]
+
+
+def test_outcomes_name_what_did_not_start_or_serve_and_nothing_else():
+    decided = [dict(name=name, port=port, action=action, previous_exists=True)
+               for name, port, action in (("a", 8000, "replace"), ("b", 8001, "keep"), ("c", 8002, "start"),
+                                          ("d", 8003, "replace"), ("e", 8004, "failed"))]
+    started = {"results": [
+        {"vllm_server_instance": decided[0], "rc": 0, "stderr": ""},
+        {"vllm_server_instance": decided[2], "rc": 125, "stderr": "docker: port is already allocated\n"},
+        {"vllm_server_instance": decided[3], "rc": 0, "stderr": ""}]}
+    # As async_status gives them back, with failed_when false: a failed probe keeps its message only.
+    probes = {"results": [
+        {"item": {"vllm_server_instance": decided[0]}, "finished": 1, "failed": False, "models": ["m"]},
+        {"item": {"vllm_server_instance": decided[1]}, "finished": 1, "failed": False, "msg": "not ready after 5s"},
+        {"item": {"vllm_server_instance": decided[3]}, "finished": 0, "failed": False}]}
+    outcomes = {o["name"]: o["error"] for o in vllm_server.vllm_server_outcomes(decided, started, probes)}
+    assert outcomes["a"] is None and outcomes["b"] == "not ready after 5s"
+    assert outcomes["c"] == "docker: port is already allocated"
+    assert "did not finish within the wait limit" in outcomes["d"]
+    assert "e" not in outcomes, "a container that could not be set aside was reported when it was put back"
