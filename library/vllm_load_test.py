@@ -255,7 +255,14 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.bench_record import ProgressWriter, append_result, group_key, read_results, summarise
-from ansible.module_utils.openai_client import Client, ClientError, ImageChat, StreamResult, image_data_url
+from ansible.module_utils.openai_client import (
+    Client,
+    ClientError,
+    ImageChat,
+    StreamResult,
+    image_data_url,
+    key_from_env_file,
+)
 from ansible.module_utils.option_checks import OptionError, number_above, number_at_least, unexpected_failure
 from ansible.module_utils.png_images import MAX_SIDE, ImageSeries, generated_size, parse_size
 
@@ -365,24 +372,6 @@ def validate(params):
                              "results_file, or set resume to false")
     return Client(params["base_url"], params["api_key"] or key_from_env_file(params["api_key_file"]),
                   params["request_timeout_s"])
-
-
-def key_from_env_file(path):
-    """VLLM_API_KEY from the server's env file (`docker run --env-file` format), or None without a file."""
-    if not path:
-        return None
-    fix = "Fix: give the instance's env file, <fleet_config_dir>/<instance>.env, or api_key"
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise BenchmarkError("api_key_file %s cannot be read (%s): expected the server's env file. %s"
-                             % (path, type(error).__name__, fix)) from None
-    for line in lines:
-        if line.startswith("VLLM_API_KEY=") and line[len("VLLM_API_KEY="):]:
-            return line[len("VLLM_API_KEY="):]
-    raise BenchmarkError("api_key_file %s holds no VLLM_API_KEY=<key> line: expected the server's env file. %s"
-                         % (path, fix))
 
 
 def plan(params):

@@ -14,8 +14,10 @@ module: vllm_probe
 short_description: Wait until a vLLM OpenAI-compatible server is ready, then smoke-test it with an image
 description:
   - Ready means C(GET /health) answers 200 and C(GET /v1/models) lists the served model name.
-  - While waiting, watches the container (when C(container) is given) and gives up at once when it stopped,
-    returning the tail of its C(docker logs); a model load on 310P takes minutes, a crash should not.
+  - While waiting, watches the container (when C(container) is given) and gives up at once when it stopped or
+    Docker restarted it (a crash loop), returning the tail of its C(docker logs); a model load on 310P takes
+    minutes, a crash should not. A server that refuses the key (401 or 403 on C(/v1/models), while
+    C(/health) answers) fails at once too.
   - Then sends the request an operator sends by hand - one generated image plus a text prompt - and requires
     a non-empty answer and a C(usage) block. The image is made on the host (PNG, standard library), so hosts
     without internet can be probed.
@@ -36,6 +38,12 @@ options:
   api_key:
     description: Bearer token when the server was started with C(--api-key).
     type: str
+  api_key_file:
+    description:
+      - The server's own env file on the host, holding C(VLLM_API_KEY=<key>); the key is read from it here.
+      - A probe started with C(async) has its arguments in a file on the host while it waits; with this option
+        the key is never among them. An empty value means no key.
+    type: path
   timeout:
     description: Seconds to wait for readiness (at least 1).
     type: int
@@ -144,7 +152,14 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.docker_cli import run_docker
-from ansible.module_utils.openai_client import Client, ClientError, ImageChat, image_data_url, served_models
+from ansible.module_utils.openai_client import (
+    Client,
+    ClientError,
+    ImageChat,
+    image_data_url,
+    key_from_env_file,
+    served_models,
+)
 from ansible.module_utils.option_checks import OptionError, number_at_least, text_given, unexpected_failure
 from ansible.module_utils.png_images import generated_size, png_image
 
@@ -321,6 +336,7 @@ def main():
             base_url=dict(type="str", default="http://127.0.0.1:8000"),
             model=dict(type="str", required=True),
             api_key=dict(type="str", no_log=True),
+            api_key_file=dict(type="path"),
             timeout=dict(type="int", default=900),
             container=dict(type="str"),
             docker=dict(type="str", default="docker"),
@@ -333,11 +349,13 @@ def main():
             required_files=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
+        mutually_exclusive=[("api_key", "api_key_file")],
     )
     params = module.params
     try:
         size = check_options(params)
-        result = probe(Client(params["base_url"], params["api_key"]), params, size)
+        key = params["api_key"] or key_from_env_file(params["api_key_file"])
+        result = probe(Client(params["base_url"], key), params, size)
     except ProbeFailed as error:
         module.fail_json(msg=str(error), **error.result)
     except (OptionError, ClientError) as error:

@@ -71,6 +71,28 @@ class StreamResult:
         self.error = None
 
 
+def key_from_env_file(path):
+    """VLLM_API_KEY from the server's env file (`docker run --env-file` format), or None without a file.
+
+    Modules started with `async` keep their arguments in a file on the host while they run: reading the key
+    here keeps it out of them.
+    """
+    if not path:
+        return None
+    fix = "Fix: give the instance's env file, <fleet_config_dir>/<instance>.env, or api_key"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ClientError("api_key_file %s cannot be read (%s): expected the server's env file. %s"
+                          % (path, type(error).__name__, fix)) from None
+    for line in lines:
+        if line.startswith("VLLM_API_KEY=") and line[len("VLLM_API_KEY="):]:
+            return line[len("VLLM_API_KEY="):]
+    raise ClientError("api_key_file %s holds no VLLM_API_KEY=<key> line: expected the server's env file. %s"
+                      % (path, fix))
+
+
 def served_models(answer):
     """The model names in a /v1/models answer (anything else lists none)."""
     if not isinstance(answer, dict):

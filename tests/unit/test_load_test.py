@@ -88,7 +88,7 @@ def test_the_key_is_read_from_the_servers_env_file(server, tmp_path):  # noqa: F
     client = load_test.validate(params(base_url=server, api_key_file=str(env_file)))
     assert client.headers["Authorization"] == "Bearer sk-from-env-file"
     env_file.write_text("OTHER=1\n")
-    with pytest.raises(load_test.BenchmarkError, match="holds no VLLM_API_KEY=<key> line.*Fix: "):
+    with pytest.raises(load_test.ClientError, match="holds no VLLM_API_KEY=<key> line.*Fix: "):
         load_test.validate(params(base_url=server, api_key_file=str(env_file)))
-    with pytest.raises(load_test.BenchmarkError, match="cannot be read .*FileNotFoundError"):
+    with pytest.raises(load_test.ClientError, match="cannot be read .*FileNotFoundError"):
         load_test.validate(params(base_url=server, api_key_file=str(tmp_path / "missing.env")))

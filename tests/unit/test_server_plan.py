@@ -166,8 +166,7 @@ def test_containers_of_other_owners_holding_planned_chips_are_named():
                   "privileged": True}
     assert vllm_server.vllm_server_chip_holders([ours, theirs, elsewhere, everything], recorded,
                                                 "ascend-vllm-fleet") == [
-        "container llm-test maps /dev/davinci1, /dev/davinci3",
-        "container debug runs privileged and can open every chip"]
+        "container llm-test maps /dev/davinci1, /dev/davinci3"]
 
 
 def test_missing_mount_sources_are_named_with_their_variable():
@@ -238,8 +237,22 @@ def test_outcomes_name_what_did_not_start_or_serve_and_nothing_else():
         {"item": {"vllm_server_instance": decided[0]}, "finished": 1, "failed": False, "models": ["m"]},
         {"item": {"vllm_server_instance": decided[1]}, "finished": 1, "failed": False, "msg": "not ready after 5s"},
         {"item": {"vllm_server_instance": decided[3]}, "finished": 0, "failed": False}]}
-    outcomes = {o["name"]: o["error"] for o in vllm_server.vllm_server_outcomes(decided, started, probes)}
+    # As launched: async jobs (their outcome is async_status's), one that could not start as a job.
+    launched = {"results": [{"vllm_server_instance": decided[i], "ansible_job_id": "j%d" % i, "started": 1}
+                            for i in (0, 1, 3)]}
+    outcomes = {o["name"]: o["error"] for o in vllm_server.vllm_server_outcomes(decided, started, launched, probes)}
     assert outcomes["a"] is None and outcomes["b"] == "not ready after 5s"
     assert outcomes["c"] == "docker: port is already allocated"
     assert "did not finish within the wait limit" in outcomes["d"]
     assert "e" not in outcomes, "a container that could not be set aside was reported when it was put back"
+
+
+def test_a_probe_that_could_not_be_launched_is_no_success():
+    decided = [dict(name="a", port=8000, action="replace", previous_exists=True)]
+    launched = {"results": [{"vllm_server_instance": decided[0], "failed": False, "msg": "async_wrapper: fork failed"}]}
+    (outcome,) = vllm_server.vllm_server_outcomes(decided, {"results": []}, launched, {"skipped": True})
+    assert outcome["error"] == "async_wrapper: fork failed"
+    # In check mode the launch is the probe itself, run in place: no message means it serves.
+    launched = {"results": [{"vllm_server_instance": decided[0], "failed": False, "models": ["m"]}]}
+    (outcome,) = vllm_server.vllm_server_outcomes(decided, {"skipped": True}, launched, {"skipped": True})
+    assert outcome["error"] is None

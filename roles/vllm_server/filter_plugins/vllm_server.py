@@ -98,7 +98,7 @@ def cpu_list(cpus):
 def vllm_server_plan(ascend, settings):
     """The serving plan of one host, as recorded in its plan file: what each instance maps and serves.
 
-    settings: host, layout, container_name, port, tensor_parallel_size, image, served_name.
+    settings: host, layout, container_name, port, tensor_parallel_size, image, served_name, cpu_binding.
     """
     _check_names(settings)
     if ascend.get("missing_manager_devices"):
@@ -224,9 +224,9 @@ def vllm_server_missing_mounts(missing_paths, settings):
 def vllm_server_chip_holders(containers, plan, label_prefix):
     """The running containers of other owners that hold chips of the plan, each as a sentence.
 
-    containers: `docker container inspect` records (name, labels, devices, privileged) of the running containers.
+    containers: `docker container inspect` records (name, labels, devices) of the running containers.
     A chip opens in one container only: another that holds it makes ours fail at start (drvRet=87, "resources
-    are busy"); a privileged one sees, and may hold, every chip.
+    are busy"). A privileged container sees every chip but is not named: most (monitoring agents) open none.
     """
     planned = set(device for instance in plan["instances"] for device in instance["devices"])
     holders = []
@@ -237,8 +237,6 @@ def vllm_server_chip_holders(containers, plan, label_prefix):
         name = container["name"].lstrip("/")
         if held:
             holders.append("container %s maps %s" % (name, ", ".join(held)))
-        elif container.get("privileged"):
-            holders.append("container %s runs privileged and can open every chip" % name)
     return holders
 
 
@@ -272,13 +270,13 @@ def _results(register):
     return [result for result in (register or {}).get("results", []) if not result.get("skipped")]
 
 
-def vllm_server_outcomes(decided, started, probes):
+def vllm_server_outcomes(decided, started, *probes):
     """Each started or checked instance with `error`: why it did not start or serve, or None when it serves.
 
     decided: the instances as instance.yml decided them (action keep, start, replace, or failed when setting
     the serving container aside failed, which rollback.yml already reported). started: the register of the
-    start task. probes: the registers of the probes, as launched (check mode: the probes' own results) or as
-    async_status finished them (their item is the launch result).
+    start task. probes: the registers of the probes as launched (an async job's id, or in check mode the probe's
+    own result) and as async_status finished them (their item is the launch result).
     """
     errors = {}
     for result in _results(started):
@@ -286,17 +284,19 @@ def vllm_server_outcomes(decided, started, probes):
             errors[result["vllm_server_instance"]["name"]] = " ".join(
                 part for part in (result.get("stderr", "").strip(), result.get("msg", "")) if part) or (
                 "exit code %s" % result.get("rc"))
-    for result in _results(probes):
-        instance = result.get("vllm_server_instance") or result.get("item", {}).get("vllm_server_instance")
-        if not instance:
-            continue
-        # The probe tasks run with failed_when false, which resets `failed`: a failed probe is one with a
-        # message (vllm_probe returns none when the instance serves), or an async job that never finished.
-        if "msg" in result:
-            errors.setdefault(instance["name"], result["msg"])
-        elif "finished" in result and not result["finished"]:
-            errors.setdefault(instance["name"], "the readiness check did not finish within the wait limit "
-                                                "(vllm_server_ready_timeout plus the smoke request)")
+    for register in probes:
+        for result in _results(register):
+            instance = result.get("vllm_server_instance") or result.get("item", {}).get("vllm_server_instance")
+            if not instance or (result.get("ansible_job_id") and "finished" not in result):
+                continue  # a job launched: what async_status gave back of it tells
+            # The probe tasks run with failed_when false, which resets `failed`: a failed probe is one with a
+            # message (vllm_probe returns none when the instance serves, a launch that failed does), or an
+            # async job that never finished.
+            if "msg" in result:
+                errors.setdefault(instance["name"], result["msg"])
+            elif "finished" in result and not result["finished"]:
+                errors.setdefault(instance["name"], "the readiness check did not finish within the wait limit "
+                                                    "(vllm_server_ready_timeout plus the smoke request)")
     return [dict(instance, error=errors.get(instance["name"]))
             for instance in decided if instance["action"] != "failed"]
 
