@@ -238,8 +238,8 @@ def test_outcomes_name_what_did_not_start_or_serve_and_nothing_else():
         {"item": {"vllm_server_instance": decided[1]}, "finished": 1, "failed": False, "msg": "not ready after 5s"},
         {"item": {"vllm_server_instance": decided[3]}, "finished": 0, "failed": False}]}
     # As launched: async jobs (their outcome is async_status's), one that could not start as a job.
-    launched = {"results": [{"vllm_server_instance": decided[i], "ansible_job_id": "j%d" % i, "started": 1}
-                            for i in (0, 1, 3)]}
+    launched = {"results": [{"vllm_server_instance": decided[i], "ansible_job_id": "j%d" % i, "started": 1,
+                             "finished": 0, "results_file": "/root/.ansible_async/j%d" % i} for i in (0, 1, 3)]}
     outcomes = {o["name"]: o["error"] for o in vllm_server.vllm_server_outcomes(decided, started, launched, probes)}
     assert outcomes["a"] is None and outcomes["b"] == "not ready after 5s"
     assert outcomes["c"] == "docker: port is already allocated"

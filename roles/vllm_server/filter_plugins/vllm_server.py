@@ -286,9 +286,10 @@ def vllm_server_outcomes(decided, started, *probes):
                 "exit code %s" % result.get("rc"))
     for register in probes:
         for result in _results(register):
+            launched_as_job = "vllm_server_instance" in result and result.get("ansible_job_id")
             instance = result.get("vllm_server_instance") or result.get("item", {}).get("vllm_server_instance")
-            if not instance or (result.get("ansible_job_id") and "finished" not in result):
-                continue  # a job launched: what async_status gave back of it tells
+            if not instance or launched_as_job:
+                continue  # what async_status gave back of the job tells
             # The probe tasks run with failed_when false, which resets `failed`: a failed probe is one with a
             # message (vllm_probe returns none when the instance serves, a launch that failed does), or an
             # async job that never finished.
