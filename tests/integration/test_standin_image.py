@@ -138,8 +138,9 @@ def test_starts_with_the_seed_command_and_says_it_is_a_simulator(seed_server):
     base, name = seed_server
     logs = subprocess.run(["docker", "logs", name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
     assert b"This is a simulator, not vLLM" in logs
-    version = requests.get(base + "/version", timeout=5).json()
-    assert version["version"] == "0.18.0rc1" and version["simulator"] is True
+    version = requests.get(base + "/version", timeout=5)
+    assert version.json() == {"version": "0.18.0"}  # vLLM's, as the image's vLLM answers
+    assert version.headers["X-Twin-Simulator"] == "ascend-vllm-fleet stand-in 0.18.0rc1"
 
 
 def test_api_key_guards_v1_only(seed_server):
@@ -149,7 +150,7 @@ def test_api_key_guards_v1_only(seed_server):
     models = requests.get(base + "/v1/models", headers=AUTH, timeout=5).json()
     assert [m["id"] for m in models["data"]] == [MODEL]
     metrics = requests.get(base + "/metrics", timeout=5).text
-    assert 'vllm:num_requests_running{model_name="Qwen3-VL-8B-Instruct"}' in metrics
+    assert 'vllm:num_requests_running{engine="0",model_name="Qwen3-VL-8B-Instruct"}' in metrics
 
 
 def test_plain_completion_counts_image_tokens(seed_server):
@@ -179,7 +180,8 @@ def test_errors_look_like_vllm(seed_server):
                                 headers=AUTH, timeout=10)
     assert wrong_model.status_code == 404 and "does not exist" in wrong_model.json()["error"]["message"]
     too_long = requests.post(base + "/v1/chat/completions", json=chat_body(64, 64, 9000), headers=AUTH, timeout=10)
-    assert too_long.status_code == 400 and "maximum context length is 8192" in too_long.json()["error"]["message"]
+    assert too_long.status_code == 400 and too_long.json()["error"]["param"] == "max_tokens"
+    assert "cannot be greater than max_model_len=max_total_tokens=8192" in too_long.json()["error"]["message"]
 
 
 def test_request_log_lands_in_the_hosts_cache_mount(seed_server, host_root):

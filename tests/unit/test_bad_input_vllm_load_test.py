@@ -129,6 +129,9 @@ STREAMS = [
                                        b'"completion_tokens": -1}}', DONE], "malformed_stream"),
     ("error event first", [ERROR_EVENT, DONE], "stream_error"),
     ("error event mid-answer", [CONTENT, ERROR_EVENT, DONE], "stream_error"),
+    # What vLLM 0.18 sends when its engine fails a request mid-answer (tests/fixtures/vllm-0.18/engine_error_stream)
+    ("vLLM 0.18's engine error", [CONTENT, b'data: {"error":{"message":"Internal server error","type":'
+                                           b'"InternalServerError","param":null,"code":500}}', DONE], "stream_error"),
     ("error event of older servers", [CONTENT, b'data: {"object": "error", "message": "bad", "type": '
                                                b'"BadRequestError", "code": 400}', DONE], "stream_error"),
 ]

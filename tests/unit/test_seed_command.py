@@ -102,7 +102,7 @@ def test_environment_and_serve_flags_are_the_seeds(rendered):
     jemalloc = "LD_PRELOAD=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"
     assert sorted(["%s=%s" % item for item in seed_env.items()] + [jemalloc]) == options(run_args, "-e")
     # The seed's flags, then the pixel cap that keeps large images from crashing the engine.
-    assert serve_args == seed_serve + ["--mm-processor-kwargs", '{"max_pixels": 1310720}']
+    assert serve_args == seed_serve + ["--mm-processor-kwargs", '{"min_pixels": 65536, "max_pixels": 1310720}']
 
 
 def test_script_is_runnable_shell_and_holds_no_secret(rendered):

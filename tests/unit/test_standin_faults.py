@@ -222,7 +222,8 @@ def test_a_large_image_kills_the_engine_and_fails_every_request(root):
     assert result["status"] == 1
 
 
-@pytest.mark.parametrize("extra,env", [(["--mm-processor-kwargs", '{"max_pixels": 1310720}'], {}),
+@pytest.mark.parametrize("extra,env", [(["--mm-processor-kwargs", '{"min_pixels": 65536, "max_pixels": 1310720}'],
+                                        {}),
                                        ([], {"VLLM_TWIN_CRASH_PIXELS": "0"})])
 def test_a_pixel_cap_or_a_zero_threshold_keeps_the_engine_alive(root, monkeypatch, extra, env):
     for name, value in env.items():

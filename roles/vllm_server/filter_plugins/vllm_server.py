@@ -257,7 +257,9 @@ def vllm_serve_lines(plan, settings, cpu_binding_off):
     if settings["container_port"] != 8000:
         lines.append(["--port", str(settings["container_port"])])
     if settings["max_pixels"]:
-        lines.append(["--mm-processor-kwargs", json.dumps({"max_pixels": int(settings["max_pixels"])})])
+        # A pair: vLLM 0.18's image processor (transformers 4.57) ignores max_pixels without min_pixels.
+        lines.append(["--mm-processor-kwargs", json.dumps({"min_pixels": int(settings["min_pixels"]),
+                                                           "max_pixels": int(settings["max_pixels"])})])
     if cpu_binding_off:
         lines.append(["--additional-config", json.dumps({"enable_cpu_binding": False})])
     if settings["extra_args"]:

@@ -44,6 +44,8 @@ def host_path(path):
 
 
 def build_parser():
+    """A subset of vLLM 0.18's `vllm serve` options, each spelt as its parser spells it (held to the recorded
+    option table and verdicts in tests/fixtures/vllm-0.18/serve-args.json)."""
     parser = argparse.ArgumentParser(prog="vllm", description="vLLM CLI (twin stand-in)")
     parser.add_argument("-v", "--version", action="version", version=VERSION)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -69,7 +71,6 @@ def build_parser():
     serve.add_argument("--trust-remote-code", action="store_true")
     serve.add_argument("--seed", type=int)
     serve.add_argument("--block-size", type=int)
-    serve.add_argument("--swap-space", type=float)
     serve.add_argument("--kv-cache-dtype", default="auto")
     serve.add_argument("--quantization", "-q")
     serve.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction)
@@ -78,9 +79,9 @@ def build_parser():
     serve.add_argument("--generation-config", default="auto")
     serve.add_argument("--allowed-local-media-path")
     serve.add_argument("--additional-config", type=json.loads)
-    serve.add_argument("--compilation-config", "-O", type=json.loads)
+    serve.add_argument("--compilation-config", "-cc", type=json.loads)
     serve.add_argument("--uvicorn-log-level", default="info")
-    serve.add_argument("--disable-log-requests", action="store_true")
+    serve.add_argument("--enable-log-requests", action=argparse.BooleanOptionalAction)
     serve.add_argument("--disable-log-stats", action="store_true")
     serve.add_argument("--max-log-len", type=int)
     return parser

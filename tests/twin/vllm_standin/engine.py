@@ -33,10 +33,11 @@ SEED_MODEL = LatencyModel()
 class Sequence:
     """One request inside the scheduler."""
 
-    __slots__ = ("key", "prompt_tokens", "output_tokens", "prefilled", "emitted")
+    __slots__ = ("key", "prompt_tokens", "output_tokens", "prefilled", "emitted", "finish_reason")
 
-    def __init__(self, key, prompt_tokens, output_tokens):
+    def __init__(self, key, prompt_tokens, output_tokens, finish_reason="length"):
         self.key = key
+        self.finish_reason = finish_reason  # how it ends after output_tokens: length, stop or error
         self.prompt_tokens = prompt_tokens
         self.output_tokens = max(1, output_tokens)
         self.prefilled = 0

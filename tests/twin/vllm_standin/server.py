@@ -9,12 +9,22 @@ Twin knobs (environment):
   socket;
 - ``VLLM_TWIN_FAULTS``: faults to inject, as JSON mapping a kind to the sequence numbers (1, 2, ... in arrival
   order) of the chat requests that get it: ``500`` (an internal server error), ``reset`` (the connection is
-  reset after a few streamed tokens), ``stall`` (no byte for ``VLLM_TWIN_STALL_S`` seconds, default 3600);
+  reset after a few streamed tokens), ``stall`` (no byte for ``VLLM_TWIN_STALL_S`` seconds, default 3600),
+  ``error`` (the engine ends the request with an error after 3 tokens);
 - ``VLLM_TWIN_CRASH_PIXELS``: the engine dies on an image with more pixels than this after resizing (default
   3000000; 0 never). On 310P the vision path's IndexPut runs as an aicpu kernel that fails on large images,
   error 507018, and takes the EngineCore down (vllm-ascend issues #10720, #12086, #13050: small images pass,
   a 2560x1440 screenshot crashes; the seed's 1920x1080, 2088960 pixels resized, runs on v0.18). The known
-  mitigation is ``--mm-processor-kwargs '{"max_pixels": N}'``, which shrinks images before the encoder.
+  mitigation is ``--mm-processor-kwargs '{"min_pixels": 65536, "max_pixels": N}'``, which shrinks images
+  before the encoder.
+
+Answers, errors and streams have the shape of vLLM 0.18's own (held to its recorded transcripts in
+tests/fixtures/vllm-0.18/ by tests/unit/test_standin_conformance.py): the role chunk goes out with the first
+token, a request whose prompt and max_tokens together pass max_model_len gets max_tokens lowered, a pixel cap
+in ``--mm-processor-kwargs`` counts only with ``min_pixels`` beside it (or as ``size``), as transformers 4.57's
+image processor takes it. Fault ``error`` in ``VLLM_TWIN_FAULTS`` ends a request with an engine error after
+3 tokens, as a KV-load failure does: a stream gets vLLM's error event and ``[DONE]`` (no usage), a whole
+answer HTTP 500.
 
 A dead engine fails as vLLM 0.18's does: every request in flight, and every one arriving after, gets HTTP 500
 ``{"error": {"message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
@@ -41,7 +51,7 @@ import time
 import urllib.request
 import uuid
 
-from . import VERSION
+from . import VERSION, VLLM_VERSION
 from .engine import LatencyModel, Scheduler, Sequence
 from .images import ImageError, image_size, image_tokens, resized_pixels
 
@@ -51,6 +61,13 @@ TEMPLATE_TOKENS = 11
 NATURAL_ANSWER_TOKENS = (180, 320)
 DEFAULT_CRASH_PIXELS = 3000000
 ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+# What vLLM answers for a request its engine finished with an error (FinishReason.ERROR).
+ENGINE_ERROR_MESSAGE = "Internal server error"
+# Tokens a request with fault ``error`` gets before its engine error; the last of them is never sent.
+ERROR_AFTER_TOKENS = 3
+# Where vLLM 0.18's request validation errors say they were raised (the image's Python, Dockerfile.310p).
+VALIDATION_SOURCE = ('  File "/usr/local/python3.11.14/lib/python3.11/site-packages/vllm/entrypoints/utils.py", '
+                     'line 34, in create_chat_completion\n    POST /v1/chat/completions ')
 # vLLM's watchdog looks for a dead engine every 5 s, then the HTTP server stops.
 WATCHDOG_S = 5.0
 ANSWER_TEXT = ("这张图片展示了一个户外场景，画面中央有一条小路，两侧是绿色的树木和草地，"
@@ -58,10 +75,28 @@ ANSWER_TEXT = ("这张图片展示了一个户外场景，画面中央有一条�
 
 
 class ApiError(Exception):
-    def __init__(self, status, message, kind="BadRequestError"):
+    def __init__(self, status, message, kind="BadRequestError", param=None):
         super().__init__(message)
         self.status = status
         self.kind = kind
+        self.param = param
+
+
+def validation_error(kind, location, message, given, context=None):
+    """FastAPI's 400 for a body that is no chat request, as vLLM 0.18 words it (one pydantic error)."""
+    detail = {"type": kind, "loc": location, "msg": message, "input": given}
+    if context:
+        detail["ctx"] = context
+    return ApiError(400, "1 validation error:\n  %r\n\n%s[%r]" % (detail, VALIDATION_SOURCE, detail), "Bad Request")
+
+
+def parameter_error(name, value, message):
+    """vLLM's VLLMValidationError: the message ends with the parameter and its value."""
+    return ApiError(400, "%s (parameter=%s, value=%s)" % (message, name, value), param=name)
+
+
+class EngineError(Exception):
+    """Put in a request's token queue when its engine ends it with an error (fault ``error``)."""
 
 
 class InjectedReset(Exception):
@@ -83,17 +118,22 @@ class Engine:
         self.died = threading.Event()
         self.fatal = set()  # ids of the sequences whose prefill kills the engine
         self.fatal_image = None
-        self.stats = {"running": 0, "waiting": 0, "prompt_tokens": 0, "generation_tokens": 0, "success": 0}
+        # Finished requests by vLLM's finished_reason label: a request ends by length, by its stop, or by error.
+        self.stats = {"running": 0, "waiting": 0, "prompt_tokens": 0, "generation_tokens": 0,
+                      "finished": {"stop": 0, "length": 0, "abort": 0, "error": 0, "repetition": 0}}
         threading.Thread(target=self._loop, name="engine", daemon=True).start()
 
-    def submit(self, prompt_tokens, output_tokens, fatal_image=None):
-        """Queue a request; ``fatal_image`` (its resized pixels) marks one whose image kills the engine."""
+    def submit(self, prompt_tokens, output_tokens, finish_reason, fatal_image=None):
+        """Queue a request that ends after output_tokens with finish_reason (``error``: the engine fails it
+        after ERROR_AFTER_TOKENS); ``fatal_image`` (its resized pixels) marks one whose image kills the engine."""
         events = queue.Queue()
         with self.condition:
             if not self.alive:
                 events.put(EngineDead(ENGINE_DEAD_MESSAGE))
                 return events
-            sequence = Sequence(events, prompt_tokens, output_tokens)
+            if finish_reason == "error":
+                output_tokens = ERROR_AFTER_TOKENS
+            sequence = Sequence(events, prompt_tokens, output_tokens, finish_reason)
             if fatal_image:
                 self.fatal.add(id(sequence))
                 self.fatal_image = fatal_image
@@ -105,7 +145,8 @@ class Engine:
         """The aicpu fault of vllm-ascend #10720/#12086: the EngineCore exits and every request fails."""
         lines = [
             "EngineCore encountered a fatal error. (twin: an image of %d pixels after resizing is above "
-            "VLLM_TWIN_CRASH_PIXELS; --mm-processor-kwargs '{\"max_pixels\": N}' keeps images below it)"
+            "VLLM_TWIN_CRASH_PIXELS; --mm-processor-kwargs '{\"min_pixels\": 65536, \"max_pixels\": N}' keeps "
+            "images below it)"
             % self.fatal_image,
             "soName=libpt_kernels.so, funcName=RunCpuKernel, kernelName=IndexPut, errorCode=0x2a."
             "[FUNC:PrintAicpuErrorInfo][FILE:davinci_kernel_task.cc]",
@@ -147,9 +188,30 @@ class Engine:
                 self.stats["generation_tokens"] += len(advanced)
                 for seq in finished:
                     self.stats["prompt_tokens"] += seq.prompt_tokens
-                    self.stats["success"] += 1
+                    self.stats["finished"][seq.finish_reason] += 1
+                # What the scheduler reports with this step: a finished request no longer runs.
+                self.stats["running"] = len(self.scheduler.running)
+                self.stats["waiting"] = len(self.scheduler.waiting)
                 for seq in advanced:
-                    seq.key.put((now, seq.emitted, seq.emitted >= seq.output_tokens))
+                    if seq.finish_reason == "error" and seq.emitted >= seq.output_tokens:
+                        seq.key.put(EngineError(ENGINE_ERROR_MESSAGE))
+                    else:
+                        seq.key.put((now, seq.emitted, seq.emitted >= seq.output_tokens))
+
+
+def pixel_cap(processor_kwargs):
+    """The max_pixels images are resized within, from ``--mm-processor-kwargs``, or None.
+
+    transformers 4.57's fast Qwen2-VL image processor (vLLM 0.18's) takes a cap only as a pair with
+    min_pixels, or as ``size`` with both edges: a ``max_pixels`` alone leaves images at full size.
+    """
+    kwargs = processor_kwargs or {}
+    size = kwargs.get("size") if isinstance(kwargs.get("size"), dict) else {}
+    if "longest_edge" in size and "shortest_edge" in size:
+        return size["longest_edge"]
+    if kwargs.get("min_pixels") is not None and kwargs.get("max_pixels") is not None:
+        return kwargs["max_pixels"]
+    return None
 
 
 class State:
@@ -158,9 +220,10 @@ class State:
         self.model_path = model_path
         self.names = args.served_model_name or [model_path]
         self.max_model_len = args.max_model_len
-        self.max_pixels = (args.mm_processor_kwargs or {}).get("max_pixels")
+        self.max_pixels = pixel_cap(args.mm_processor_kwargs)
         self.api_key = args.api_key
         self.created = int(time.time())
+        self.permission_id = "modelperm-" + uuid.uuid4().hex[:16]
         self.engine = Engine(LatencyModel(max_num_seqs=args.max_num_seqs,
                                           max_batched_tokens=args.max_num_batched_tokens),
                              float(os.environ.get("VLLM_TWIN_SPEED", "1")))
@@ -223,8 +286,9 @@ def image_dimensions(url):
             with urllib.request.urlopen(url, timeout=5) as response:
                 data = response.read()
         return image_size(data)
-    except (ImageError, binascii.Error, IndexError) as error:
-        raise ApiError(400, "cannot read image: %s" % error) from error
+    except (ImageError, binascii.Error, IndexError, struct.error):
+        # PIL's words for bytes that are no image it knows, as vLLM passes them on.
+        raise ApiError(400, "cannot identify image file <_io.BytesIO object>") from None
     except OSError as error:
         raise ApiError(400, "cannot fetch image %s: %s" % (url[:80], error)) from error
 
@@ -270,12 +334,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        # Not vLLM's: says to anyone reading the headers that this is the twin's simulator.
+        self.send_header("X-Twin-Simulator", "ascend-vllm-fleet stand-in %s" % VERSION)
         self.end_headers()
         self.wfile.write(data)
 
     def send_error_json(self, error):
-        self.send_json(error.status, {"error": {"message": str(error), "type": error.kind,
-                                                "param": None, "code": error.status}})
+        self.send_json(error.status, error_body(error))
 
     def authorised(self):
         """vLLM's AuthenticationMiddleware: only paths under /v1, a Bearer scheme in any case, the exact key."""
@@ -296,31 +361,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
         elif path == "/v1/models":
-            self.send_json(200, {"object": "list", "data": [
-                {"id": name, "object": "model", "created": self.state.created, "owned_by": "vllm",
-                 "root": self.state.model_path, "parent": None, "max_model_len": self.state.max_model_len}
-                for name in self.state.names]})
+            self.send_json(200, {"object": "list", "data": [self.model_card(name) for name in self.state.names]})
         elif path == "/version":
-            self.send_json(200, {"version": VERSION, "simulator": True,
-                                 "note": "ascend-vllm-fleet twin stand-in, not vLLM"})
+            # vLLM's version, which the vllm-ascend image's vLLM reports (the plugin's own is not in it).
+            self.send_json(200, {"version": VLLM_VERSION})
         elif path == "/metrics":
             self.send_metrics()
         else:
             self.send_json(404, {"detail": "Not Found"})
 
+    def model_card(self, name):
+        state = self.state
+        return {"id": name, "object": "model", "created": state.created, "owned_by": "vllm",
+                "root": state.model_path, "parent": None, "max_model_len": state.max_model_len,
+                "permission": [{"id": state.permission_id, "object": "model_permission", "created": state.created,
+                                "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
+                                "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
+                                "organization": "*", "group": None, "is_blocking": False}]}
+
     def send_metrics(self):
+        """A few of vLLM's series, labelled as vLLM 0.18 labels them (engine and model; finished_reason)."""
         stats = self.state.engine.stats
-        label = '{model_name="%s"}' % self.state.names[0]
-        metrics = [("num_requests_running", "gauge", "running"), ("num_requests_waiting", "gauge", "waiting"),
-                   ("prompt_tokens_total", "counter", "prompt_tokens"),
-                   ("generation_tokens_total", "counter", "generation_tokens"),
-                   ("request_success_total", "counter", "success")]
+        labels = 'engine="0",model_name="%s"' % self.state.names[0]
         lines = []
-        for name, kind, key in metrics:
-            lines += ["# TYPE vllm:%s %s" % (name, kind), "vllm:%s%s %d" % (name, label, stats[key])]
+        for name, kind, value in (("num_requests_running", "gauge", stats["running"]),
+                                  ("num_requests_waiting", "gauge", stats["waiting"]),
+                                  ("prompt_tokens_total", "counter", stats["prompt_tokens"]),
+                                  ("generation_tokens_total", "counter", stats["generation_tokens"])):
+            lines += ["# TYPE vllm:%s %s" % (name, kind), "vllm:%s{%s} %s" % (name, labels, float(value))]
+        lines.append("# TYPE vllm:request_success_total counter")
+        for reason, count in stats["finished"].items():
+            lines.append('vllm:request_success_total{engine="0",finished_reason="%s",model_name="%s"} %s' % (
+                reason, self.state.names[0], float(count)))
         data = ("\n".join(lines) + "\n").encode()
         self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Type", "text/plain; version=1.0.0; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -342,12 +417,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_json(404, {"detail": "Not Found"})
             return
         try:
-            body = json.loads(raw)
-        except ValueError as error:
-            self.send_error_json(ApiError(400, "request body is not valid JSON: %s" % error))
-            return
-        try:
-            request = self.validate(body)
+            request = self.validate(parse_body(raw))
         except ApiError as error:
             self.send_error_json(error)
             return
@@ -357,47 +427,55 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         if fault == "stall":
             time.sleep(self.state.stall_s)
+        if fault == "error":
+            request["finish_reason"] = "error"
         with self.state.log_lock:
             self.state.in_flight += 1
         try:
-            self.complete(body, request, received, reset=fault == "reset")
+            self.complete(request, received, reset=fault == "reset")
         finally:
             with self.state.log_lock:
                 self.state.in_flight -= 1
 
     def validate(self, body):
-        if not isinstance(body, dict):
-            raise ApiError(400, "request body must be a JSON object")
-        model = body.get("model", self.state.names[0])
-        if model not in self.state.names:
-            raise ApiError(404, "The model `%s` does not exist." % model, "NotFoundError")
-        prompt_tokens, largest_image = prompt_stats(body, self.state.max_pixels)
-        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-        if max_tokens is None:
-            max_tokens = self.state.max_model_len - prompt_tokens
-        if not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ApiError(400, "max_tokens must be at least 1, got %r." % max_tokens)
-        if prompt_tokens + max_tokens > self.state.max_model_len:
-            raise ApiError(400, "This model's maximum context length is %d tokens. However, you requested %d "
-                                "tokens (%d in the messages, %d in the completion). Please reduce the length of "
-                                "the messages or completion." % (self.state.max_model_len,
-                                                                 prompt_tokens + max_tokens,
-                                                                 prompt_tokens, max_tokens))
-        crash_pixels = self.state.crash_pixels
+        """The request as the engine gets it, or the ApiError vLLM 0.18 answers, checked in vLLM's order."""
+        state = self.state
+        model = body.get("model", state.names[0])
+        if model not in state.names:
+            raise ApiError(404, "The model `%s` does not exist." % model, "NotFoundError", param="model")
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        if asked is not None and (not isinstance(asked, int) or isinstance(asked, bool)):
+            raise validation_error("int_type", ("body", "max_tokens"), "Input should be a valid integer", asked)
+        if asked is not None and asked > state.max_model_len:
+            raise parameter_error("max_tokens", asked, "max_tokens=%dcannot be greater than max_model_len="
+                                  "max_total_tokens=%d. Please request fewer output tokens." % (
+                                      asked, state.max_model_len))
+        prompt_tokens, largest_image = prompt_stats(body, state.max_pixels)
+        if prompt_tokens > state.max_model_len:
+            raise ApiError(400, "Input length (%d) exceeds model's maximum context length (%d)." % (
+                prompt_tokens, state.max_model_len))
+        # What is left of the context is the most an answer may have; vLLM lowers max_tokens to it.
+        max_tokens = state.max_model_len - prompt_tokens if asked is None else min(
+            asked, state.max_model_len - prompt_tokens)
+        if max_tokens < 1:
+            raise parameter_error("max_tokens", max_tokens, "max_tokens must be at least 1, got %d." % max_tokens)
+        output_tokens = answer_length(body, prompt_tokens, max_tokens)
+        crash_pixels = state.crash_pixels
         return {"model": model, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
-                "output_tokens": answer_length(body, prompt_tokens, max_tokens),
+                "stream": bool(body.get("stream")),
+                "include_usage": bool((body.get("stream_options") or {}).get("include_usage")),
+                "output_tokens": output_tokens, "finish_reason": "length" if output_tokens >= max_tokens else "stop",
                 "fatal_image": largest_image if crash_pixels and largest_image > crash_pixels else None}
 
-    def complete(self, body, request, received, reset=False):
+    def complete(self, request, received, reset=False):
         events = self.state.engine.submit(request["prompt_tokens"], request["output_tokens"],
-                                          request["fatal_image"])
+                                          request["finish_reason"], request["fatal_image"])
         request_id = "chatcmpl-" + uuid.uuid4().hex
-        stream = bool(body.get("stream"))
         record = {"id": request_id, "received_s": received, "prompt_tokens": request["prompt_tokens"],
-                  "max_tokens": request["max_tokens"], "stream": stream, "status": "ok"}
+                  "max_tokens": request["max_tokens"], "stream": request["stream"], "status": "ok"}
         try:
-            if stream:
-                first, finished, emitted = self.stream(body, request, request_id, events, reset)
+            if request["stream"]:
+                first, finished, emitted = self.stream(request, request_id, events, reset)
             else:
                 first, finished, emitted = self.reply(request, request_id, events)
         except (BrokenPipeError, ConnectionResetError):
@@ -405,6 +483,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             first, finished, emitted = None, time.time(), None
         except InjectedReset:
             record["status"] = "reset"
+            first, finished, emitted = None, time.time(), None
+        except EngineError:
+            record["status"] = "engine_error"
             first, finished, emitted = None, time.time(), None
         except EngineDead:
             record["status"] = "engine_dead"
@@ -421,21 +502,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
         raise InjectedReset()
 
     def wait_tokens(self, events):
-        """Yield (time, tokens so far, last) as the engine emits this request's tokens; EngineDead if it dies."""
+        """Yield (time, tokens so far, last) as the engine emits this request's tokens; EngineError or
+        EngineDead when the engine fails it."""
         while True:
             event = events.get()
-            if isinstance(event, EngineDead):
+            if isinstance(event, (EngineDead, EngineError)):
                 raise event
             yield event
             if event[2]:
                 return
 
     def usage(self, request, emitted):
-        return {"prompt_tokens": request["prompt_tokens"], "completion_tokens": emitted,
-                "total_tokens": request["prompt_tokens"] + emitted}
-
-    def finish_reason(self, request, emitted):
-        return "length" if emitted >= request["max_tokens"] else "stop"
+        return {"prompt_tokens": request["prompt_tokens"], "total_tokens": request["prompt_tokens"] + emitted,
+                "completion_tokens": emitted}
 
     def reply(self, request, request_id, events):
         first = emitted = None
@@ -445,56 +524,89 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except EngineDead as dead:
             self.send_error_json(ApiError(500, str(dead), "InternalServerError"))
             raise
+        except EngineError as error:
+            self.send_error_json(ApiError(500, str(error), "InternalServerError"))
+            raise
         text = "".join(answer_piece(i) for i in range(emitted))
         finished = time.time()
         self.send_json(200, {
             "id": request_id, "object": "chat.completion", "created": int(time.time()), "model": request["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": self.finish_reason(request, emitted)}],
-            "usage": self.usage(request, emitted)})
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None,
+                                                 "annotations": None, "audio": None, "function_call": None,
+                                                 "tool_calls": [], "reasoning": None},
+                         "logprobs": None, "finish_reason": request["finish_reason"], "stop_reason": None,
+                         "token_ids": None}],
+            "service_tier": None, "system_fingerprint": None,
+            "usage": dict(self.usage(request, emitted), prompt_tokens_details=None),
+            "prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None})
         return first, finished, emitted
 
-    def stream(self, body, request, request_id, events, reset=False):
+    def stream(self, request, request_id, events, reset=False):
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         base = {"id": request_id, "object": "chat.completion.chunk", "created": int(time.time()),
                 "model": request["model"]}
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 
         def chunk(payload):
             data = ("data: " + (payload if isinstance(payload, str)
-                                else json.dumps(payload, ensure_ascii=False)) + "\n\n").encode()
+                                else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))) + "\n\n"
+                    ).encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
-        chunk(dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                   "finish_reason": None}]))
-        first = emitted = None
-        try:
-            for _, emitted, done in self.wait_tokens(events):
-                first = first or time.time()
-                if reset and emitted == 3:
-                    self.reset_connection()
-                chunk(dict(base, choices=[{"index": 0, "delta": {"content": answer_piece(emitted - 1)},
-                                           "finish_reason": self.finish_reason(request, emitted) if done
-                                           else None}]))
-        except EngineDead as dead:
-            # The status line is gone already: the error is the stream's last event.
-            chunk({"error": {"message": str(dead), "type": "InternalServerError", "param": None, "code": 500}})
+        def end():
             chunk("[DONE]")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
+
+        first = emitted = None
+        try:
+            for _, emitted, done in self.wait_tokens(events):
+                if first is None:
+                    # vLLM sends the role chunk when the first token is made, not when the request arrives.
+                    first = time.time()
+                    chunk(dict(base, choices=[{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                               "logprobs": None, "finish_reason": None}], prompt_token_ids=None))
+                if reset and emitted == 3:
+                    self.reset_connection()
+                choice = {"index": 0, "delta": {"content": answer_piece(emitted - 1)}, "logprobs": None,
+                          "finish_reason": request["finish_reason"] if done else None}
+                if done:
+                    choice["stop_reason"] = None
+                choice["token_ids"] = None
+                chunk(dict(base, choices=[choice]))
+        except (EngineDead, EngineError) as failure:
+            # The status line is gone already: the error is the stream's last event, with no usage.
+            chunk(error_body(ApiError(500, str(failure), "InternalServerError")))
+            end()
             raise
-        if include_usage:
+        if request["include_usage"]:
             chunk(dict(base, choices=[], usage=self.usage(request, emitted)))
         # Logged before the last bytes go out, so no client can send its next request before this time.
         finished = time.time()
-        chunk("[DONE]")
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        end()
         return first, finished, emitted
+
+
+def error_body(error):
+    return {"error": {"message": str(error), "type": error.kind, "param": error.param, "code": error.status}}
+
+
+def parse_body(raw):
+    """A chat request's JSON, or the validation error FastAPI answers for it (as vLLM 0.18 words it)."""
+    try:
+        body = json.loads(raw)
+    except ValueError as error:
+        raise validation_error("json_invalid", ("body", error.pos), "JSON decode error", {},
+                               {"error": error.msg}) from None
+    if not isinstance(body, dict):
+        raise validation_error("model_attributes_type", ("body",), "Input should be a valid dictionary or object "
+                               "to extract fields from", body)
+    if "messages" not in body:
+        raise validation_error("missing", ("body", "messages"), "Field required", body)
+    return body
 
 
 class StampedSocket:

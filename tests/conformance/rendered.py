@@ -1,0 +1,70 @@
+"""The `vllm serve` argument lists the vllm_server role renders, from its own filter and its own defaults.
+
+Every choice that changes the flags is covered: the seed's single layout and per_card (TP 2 either way), the
+pixel cap on and off, vLLM-Ascend's CPU binding turned off, another container port, graph mode, and extra
+arguments an operator may add through vllm_server_extra_args.
+"""
+import importlib.util
+import json
+import pathlib
+import sys
+
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+FILTER = REPO / "roles" / "vllm_server" / "filter_plugins" / "vllm_server.py"
+DEFAULTS = REPO / "roles" / "vllm_server" / "defaults" / "main.yml"
+EXAMPLE_MODEL_DIR = "/data/models/Qwen3-VL-8B-Instruct"
+# Flags an operator tunes a 310P server with (batch size, token budget, one image per prompt, request logs).
+EXTRA_ARGS = [["--max-num-seqs", "64"], ["--max-num-batched-tokens", "4096"],
+              ["--limit-mm-per-prompt", json.dumps({"image": 1})], ["--enable-log-requests"], ["--seed", "0"]]
+
+
+def role_filter():
+    if "vllm_server_filter" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("vllm_server_filter", FILTER)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["vllm_server_filter"] = module
+    return sys.modules["vllm_server_filter"]
+
+
+def role_defaults():
+    values = yaml.safe_load(DEFAULTS.read_text(encoding="utf-8"))
+    return {name[len("vllm_server_"):]: value for name, value in values.items() if name.startswith("vllm_server_")}
+
+
+def serve_args(layout="single", cpu_binding_off=False, **overrides):
+    """One rendered `vllm serve` command as argv after `vllm` (["serve", model, flags...])."""
+    defaults = role_defaults()
+    settings = {name: defaults[name] for name in ("gpu_memory_utilization", "max_model_len", "tensor_parallel_size",
+                                                  "enforce_eager", "dtype", "container_port", "max_pixels",
+                                                  "min_pixels", "extra_args")}
+    settings["model_container_dir"] = EXAMPLE_MODEL_DIR
+    settings.update(overrides)
+    plan = {"served_name": defaults["served_name"], "layout": layout}
+    lines = role_filter().vllm_serve_lines(plan, settings, cpu_binding_off)
+    argv = [arg for line in lines for arg in line]
+    assert argv[0] == "vllm", argv
+    return argv[1:]
+
+
+def every_rendering():
+    """{what it is: argv} for each choice the role offers that changes the flags."""
+    found = {"seed single layout (defaults)": serve_args(),
+             "per_card": serve_args(layout="per_card"),
+             "per_card, chips' CPU affinity unknown": serve_args(layout="per_card", cpu_binding_off=True),
+             "no pixel cap": serve_args(max_pixels=0),
+             "container port 8001": serve_args(container_port=8001),
+             "graph mode (enforce_eager false)": serve_args(enforce_eager=False)}
+    for extra in EXTRA_ARGS:
+        found["extra args %s" % " ".join(extra)] = serve_args(extra_args=extra)
+    return found
+
+
+def pixel_cap_flags(max_pixels):
+    """The flags the role renders for a pixel cap (what the guarded servers are started with)."""
+    argv = serve_args(max_pixels=max_pixels)
+    index = argv.index("--mm-processor-kwargs")
+    return argv[index:index + 2]
