@@ -22,6 +22,8 @@ CHAT_PATH = "/v1/chat/completions"
 # Stands for the image's data URL in a serialised request until a body is made (see ImageChat).
 IMAGE_PLACEHOLDER = "ascend-vllm-fleet:image-url"
 PNG_SIGNATURE = b"\x89PNG"
+# The most a streamed answer's read takes at once: far more than an event, so a burst of them is one read.
+STREAM_READ_BYTES = 65536
 
 
 class ClientError(Exception):
@@ -39,7 +41,9 @@ class ImageChat:
 
     A data URL (base64) needs no JSON escaping, and serialising a megabyte of it for every request would cost
     more than making the image. The messages come first in the JSON, so the placeholder found first is the
-    image's even when the prompt or the model name contains its text.
+    image's even when the prompt or the model name contains its text. The parts around it are kept encoded: a
+    non-ASCII prompt would make the joined text two bytes a character, and encoding that megabyte again costs
+    more than the image's base64.
     """
 
     def __init__(self, model, prompt, max_tokens, stream=False, ignore_eos=None):
@@ -52,10 +56,11 @@ class ImageChat:
             request.update(stream=True, stream_options={"include_usage": True})
         if ignore_eos is not None:
             request["ignore_eos"] = ignore_eos
-        self._before, self._after = json.dumps(request, ensure_ascii=False).split(IMAGE_PLACEHOLDER, 1)
+        self._before, self._after = (part.encode("utf-8") for part in
+                                     json.dumps(request, ensure_ascii=False).split(IMAGE_PLACEHOLDER, 1))
 
     def body(self, image_url):
-        return (self._before + image_url + self._after).encode("utf-8")
+        return b"".join((self._before, image_url.encode("utf-8"), self._after))
 
 
 class StreamResult:
@@ -185,7 +190,7 @@ class Client:
                 response.read()
                 result.error = "http_%d" % response.status
                 return
-            read_events(response, result)
+            read_events(stream_lines(response), result)
         except socket.timeout:
             result.error = "timeout"
         except ConnectionRefusedError:
@@ -229,6 +234,22 @@ def event_of(payload):
     counts = isinstance(usage, dict) and all(
         is_count(usage.get(name, 0)) for name in ("prompt_tokens", "completion_tokens"))
     return (None if chunks and counts else "malformed_stream"), event
+
+
+def stream_lines(response):
+    """The lines of a streamed answer as they arrive. read1 hands over what has come (with chunked transfer
+    encoding, as vLLM streams, one chunk: one event) in one call, where reading line by line costs several calls
+    a line, for every token of every stream."""
+    rest = b""
+    while True:
+        data = response.read1(STREAM_READ_BYTES)
+        if not data:
+            break
+        lines = (rest + data).split(b"\n")
+        rest = lines.pop()
+        yield from lines
+    if rest:
+        yield rest
 
 
 def read_events(lines, result):

@@ -9,7 +9,15 @@ import time
 import pytest
 
 from conftest import free_port
-from openai_client import IMAGE_PLACEHOLDER, Client, ClientError, ImageChat, StreamResult, image_data_url
+from openai_client import (
+    IMAGE_PLACEHOLDER,
+    Client,
+    ClientError,
+    ImageChat,
+    StreamResult,
+    image_data_url,
+    stream_lines,
+)
 from png_images import png_image
 
 FIRST_TOKEN_DELAY_S = 0.2
@@ -161,3 +169,22 @@ def test_data_urls_name_png_and_jpeg():
     png = png_image(4, 3)
     assert image_data_url(png) == "data:image/png;base64," + base64.b64encode(png).decode()
     assert image_data_url(b"\xff\xd8\xff\xe0jfif").startswith("data:image/jpeg;base64,/9j/")
+
+
+class Pieces:
+    """An answer whose read1 hands over the given pieces of bytes, one a call, as a socket may."""
+
+    def __init__(self, pieces):
+        self.pieces = list(pieces)
+
+    def read1(self, _limit):
+        return self.pieces.pop(0) if self.pieces else b""
+
+
+def test_lines_come_whole_however_the_bytes_arrive():
+    stream = b'data: {"id": "a"}\n\ndata: [DONE]\n\nno newline at the end'
+    expected = stream.split(b"\n")
+    for cut in range(1, len(stream)):
+        assert list(stream_lines(Pieces([stream[:cut], stream[cut:]]))) == expected
+    assert list(stream_lines(Pieces([bytes([byte]) for byte in stream]))) == expected
+    assert list(stream_lines(Pieces([]))) == []
