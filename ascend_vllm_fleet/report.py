@@ -1,9 +1,28 @@
-"""Fleet benchmark report: results.csv, summary.json, report.md and a self-contained report.html, with charts.
+"""Fleet benchmark report: two CSV tables, summary.json, report.md and a self-contained report.html, with charts.
+
+The tables are results.csv (one row per host, instance and group) and totals.csv (the totals below).
 
 Input: ``<report dir>/raw/<host>/<instance>.jsonl``, the results files the vllm_load_test module writes (their
 record is module_utils/bench_record.py's). Charts follow the seed's three (p95 latency by image size, p95
 latency by max_tokens, throughput), plus TTFT and a per-instance comparison that makes a slow host stand out.
 The text comes from templates/report.md.j2 and templates/report.html.j2.
+
+Totals. Every host benchmarks its instances at once, group after group in the same order, and all hosts run
+together, so the instances of one group were under load at the same time: their requests/s and tokens/s add
+up to what the host (or the fleet) served, and the users it held are the sum of their concurrency. A host
+total and a fleet total per group sum rps, output_tokens_per_s and total_tokens_per_s over the instances, count
+the users, and keep the worst p95 latency among them. Only reliable rows count; a group that an instance lacks,
+or holds only unreliably, makes the total partial (marked, with the instances missing), never silently smaller.
+The fleet's capacity per image size and max_tokens is the recommendation's rule applied to the complete fleet
+totals, the worst p95 standing for the group's p95. The totals are in totals.csv, one row per host, fleet and
+gateway group.
+
+Gateway results. A load test run against the gateway (an HAProxy in front of the whole fleet, the fleet as users
+see it) is written like an instance's, under the instance name ``gateway``: its results file is
+``gateway.jsonl`` (what bench_record.results_file gives for that name), fetched to
+``raw/<host that ran it>/gateway.jsonl``. Its records are the module's own, their concurrency being the users
+the gateway held. They are not an instance: they stay out of the medians, the recommendations, the instance
+comparison and the totals, and show as their own series, "through the gateway", beside the fleet totals.
 
 Usage: python -m ascend_vllm_fleet.report REPORT_DIR [--latency-target SECONDS]
 """
@@ -30,8 +49,15 @@ COLUMNS = ("host", "instance") + bench_record.FIELD_NAMES
 SLOW_SHARE = 0.8
 # The metrics the report reads from a record (None where a group had no completed request); it cannot do
 # without the first two, which rank the concurrencies and compare the instances.
-METRICS = ("p95_latency_s", "total_tokens_per_s", "p95_ttft_s", "rps", "error_rate")
+METRICS = ("p95_latency_s", "total_tokens_per_s", "p95_ttft_s", "rps", "error_rate", "output_tokens_per_s")
 REQUIRED = bench_record.GROUP_FIELDS + METRICS[:2]
+# The instance name under which a results file holds what was measured through the gateway (module docstring).
+GATEWAY_INSTANCE = "gateway"
+# What a total adds up over the instances of a group, with the digits the record keeps of each.
+SUMMED = (("rps", 4), ("output_tokens_per_s", 2), ("total_tokens_per_s", 2))
+SUMMED_NAMES = tuple(name for name, _ in SUMMED)
+TOTAL_COLUMNS = (("scope", "host") + bench_record.GROUP_FIELDS + ("users",) + SUMMED_NAMES
+                 + ("worst_p95_latency_s", "instances", "instances_expected", "partial", "missing"))
 
 
 def pixels(size):
@@ -113,6 +139,21 @@ def reliable(row):
     return not row.get("unreliable")
 
 
+def through_gateway(row):
+    return row["instance"] == GATEWAY_INSTANCE
+
+
+def instance_rows(rows):
+    """The rows measured on an instance: what the medians, the recommendations and the totals are made of."""
+    return [row for row in rows if not through_gateway(row)]
+
+
+def group_order(key):
+    """Sorts group keys by image size in pixels, then max_tokens, then concurrency."""
+    size, tokens, concurrency = key
+    return pixels(size), tokens, concurrency
+
+
 def fleet_median(rows, metric, **where):
     values = [row[metric] for row in rows if row.get(metric) is not None and reliable(row)
               and all(row[key] == value for key, value in where.items())]
@@ -123,8 +164,19 @@ def axis_values(rows, key):
     return sorted({row[key] for row in rows}, key=pixels if key == "image_size" else None)
 
 
+def choose(candidates, latency_target):
+    """Of (p95, throughput, item) candidates: the one with the most throughput whose p95 meets the target, and
+    True; when none meets it, the one with the lowest p95, and False."""
+    meeting = [candidate for candidate in candidates if candidate[0] <= latency_target]
+    if meeting:
+        return max(meeting, key=lambda candidate: candidate[1]), True
+    return min(candidates, key=lambda candidate: candidate[0]), False
+
+
 def recommendations(rows, latency_target):
-    """Per image size and max_tokens: the concurrency with the most throughput whose p95 meets the target."""
+    """Per image size and max_tokens: the concurrency with the most throughput whose p95 meets the target (fleet
+    medians over the instances; rows measured through the gateway are left out)."""
+    rows = instance_rows(rows)
     found = []
     for size in axis_values(rows, "image_size"):
         for tokens in axis_values(rows, "max_tokens"):
@@ -134,24 +186,112 @@ def recommendations(rows, latency_target):
                 throughput = fleet_median(rows, "total_tokens_per_s", image_size=size, max_tokens=tokens,
                                           concurrency=concurrency)
                 if p95 is not None and throughput is not None:
-                    candidates.append((concurrency, p95, throughput))
+                    candidates.append((p95, throughput, concurrency))
             if not candidates:
                 continue
-            meeting = [c for c in candidates if c[1] <= latency_target]
-            if meeting:
-                concurrency, p95, throughput = max(meeting, key=lambda c: c[2])
+            (p95, throughput, concurrency), meets = choose(candidates, latency_target)
+            if meets:
                 note = "highest throughput with p95 <= %gs" % latency_target
             else:
-                concurrency, p95, throughput = min(candidates, key=lambda c: c[1])
                 note = "no concurrency meets p95 <= %gs; this one has the lowest p95" % latency_target
             found.append({"image_size": size, "max_tokens": tokens, "concurrency": concurrency,
                           "p95_latency_s": round(p95, 3), "total_tokens_per_s": round(throughput, 1),
-                          "meets_target": bool(meeting), "note": note})
+                          "meets_target": meets, "note": note})
+    return found
+
+
+def counted(row):
+    """Whether a row adds to the totals: reliable, and holding every number a total takes (a group with no
+    completed request holds none)."""
+    return reliable(row) and all(row.get(name) is not None for name in SUMMED_NAMES + ("p95_latency_s",))
+
+
+def add_up(key, groups_by_instance, instances):
+    """The total of the group key over instances, (host, instance) pairs, each with its rows by group key."""
+    found = [(instance, groups_by_instance[instance].get(key)) for instance in instances]
+    counting = [row for _, row in found if row is not None and counted(row)]
+    total = dict(zip(bench_record.GROUP_FIELDS, key), users=sum(row["concurrency"] for row in counting))
+    for name, digits in SUMMED:
+        total[name] = round(sum(row[name] for row in counting), digits) if counting else None
+    total["worst_p95_latency_s"] = max((row["p95_latency_s"] for row in counting), default=None)
+    missing = ["%s/%s" % instance for instance, row in found if row is None or not counted(row)]
+    total.update(instances=len(counting), instances_expected=len(instances), partial=bool(missing),
+                 missing=missing)
+    return total
+
+
+def totals(rows):
+    """(host totals, fleet totals): per group any instance ran, what each host and the whole fleet served at
+    once (module docstring). A host total names its host. Rows measured through the gateway are left out."""
+    groups_by_instance = {}
+    for row in instance_rows(rows):
+        groups_by_instance.setdefault((row["host"], row["instance"]), {})[bench_record.group_key(row)] = row
+    instances = sorted(groups_by_instance)
+    keys = sorted({key for groups in groups_by_instance.values() for key in groups}, key=group_order)
+    host_totals = [dict(add_up(key, groups_by_instance, [i for i in instances if i[0] == host]), host=host)
+                   for host in sorted({host for host, _ in instances}) for key in keys]
+    return host_totals, [add_up(key, groups_by_instance, instances) for key in keys]
+
+
+def gateway_series(rows):
+    """The reliable groups measured through a gateway, shaped as totals: the users are the concurrency the gateway
+    held, the worst p95 its p95. Each names the host that ran it."""
+    series = []
+    for row in sorted((row for row in rows if through_gateway(row) and counted(row)),
+                      key=lambda row: (row["host"], group_order(bench_record.group_key(row)))):
+        point = {name: row[name] for name in ("host",) + bench_record.GROUP_FIELDS}
+        point.update({name: row[name] for name in SUMMED_NAMES})
+        point.update(users=row["concurrency"], worst_p95_latency_s=row["p95_latency_s"], instances=None,
+                     instances_expected=None, partial=False, missing=[])
+        series.append(point)
+    return series
+
+
+def workloads(points):
+    """The (image size, max_tokens) pairs of totals, in the report's order."""
+    return sorted({(point["image_size"], point["max_tokens"]) for point in points},
+                  key=lambda workload: (pixels(workload[0]), workload[1]))
+
+
+def rate_text(value):
+    """A rate to three significant digits, never in exponent form."""
+    return "%.0f" % value if abs(value) >= 100 else "%.3g" % value
+
+
+def capacity(points, latency_target, who):
+    """Per image size and max_tokens, what who (the fleet, a gateway) takes at the latency target: the
+    recommendation's rule over its complete totals, their worst p95 standing for the group's p95."""
+    found = []
+    for size, tokens in workloads(points):
+        complete = [point for point in points if (point["image_size"], point["max_tokens"]) == (size, tokens)
+                    and not point["partial"] and point["worst_p95_latency_s"] is not None]
+        entry = {"image_size": size, "max_tokens": tokens}
+        if not complete:
+            entry.update(meets_target=False, sentence="%s, max_tokens %s: no group was measured reliably on every "
+                         "instance, so %s has no complete total" % (size, tokens, who))
+            found.append(entry)
+            continue
+        (_, _, point), meets = choose([(point["worst_p95_latency_s"], point["total_tokens_per_s"], point)
+                                       for point in complete], latency_target)
+        entry.update({name: point[name] for name in ("concurrency", "users", "rps", "output_tokens_per_s",
+                                                     "total_tokens_per_s", "worst_p95_latency_s")})
+        entry["meets_target"] = meets
+        if meets:
+            entry["sentence"] = "%s, max_tokens %s: at p95 <= %gs %s takes %d users at %s requests/s" % (
+                size, tokens, latency_target, who, point["users"], rate_text(point["rps"]))
+        else:
+            entry["sentence"] = ("%s, max_tokens %s: no group meets p95 <= %gs; %s's lowest p95 is %gs, with %d "
+                                 "users at %s requests/s" % (size, tokens, latency_target, who,
+                                                             point["worst_p95_latency_s"], point["users"],
+                                                             rate_text(point["rps"])))
+        found.append(entry)
     return found
 
 
 def comparison(rows):
-    """Each instance's throughput at the heaviest group every instance ran, against the fleet's median."""
+    """Each instance's throughput at the heaviest group every instance ran, against the fleet's median (rows
+    measured through the gateway are left out)."""
+    rows = instance_rows(rows)
     instances = sorted({(row["host"], row["instance"]) for row in rows})
     shared = None
     for host, instance in instances:
@@ -160,7 +300,7 @@ def comparison(rows):
         shared = keys if shared is None else shared & keys
     if not shared:
         return None, []
-    reference = max(shared, key=lambda key: (pixels(key[0]), key[1], key[2]))
+    reference = max(shared, key=group_order)
     where = dict(zip(bench_record.GROUP_FIELDS, reference))
     median = fleet_median(rows, "total_tokens_per_s", **where)
     entries = []
@@ -180,6 +320,18 @@ def write_csv(rows, path):
         writer.writeheader()
         for row in rows:
             writer.writerow(dict(row, errors=json.dumps(row.get("errors") or {}, sort_keys=True)))
+
+
+def write_totals_csv(host_totals, fleet_totals, gateway, path):
+    """totals.csv: one row per host, fleet and gateway group; missing instances joined by spaces."""
+    scoped = ([dict(total, scope="host") for total in host_totals] + [dict(total, scope="fleet", host="")
+                                                                      for total in fleet_totals]
+              + [dict(point, scope="gateway") for point in gateway])
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=TOTAL_COLUMNS)
+        writer.writeheader()
+        for total in scoped:
+            writer.writerow(dict(total, missing=" ".join(total["missing"])))
 
 
 class Charts:
@@ -232,6 +384,44 @@ class Charts:
         figure.suptitle(heading)
         return self.save(figure, title, filename)
 
+    def totals(self, title, filename, fleet_totals, gateway):
+        """Fleet requests/s and output tokens/s against users, a line per image size and max_tokens; hollow
+        markers for partial totals; the gateway's series dashed, in its workload's colour."""
+        figure, panels = self.plt.subplots(1, 2, figsize=(12, 4.8), dpi=110)
+        colours = self.plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        users = sorted({point["users"] for point in fleet_totals + gateway})
+        for axes, metric, ylabel in zip(panels, ("rps", "output_tokens_per_s"),
+                                        ("requests per second", "output tokens per second")):
+            partial_shown = False
+            for index, (size, tokens) in enumerate(workloads(fleet_totals + gateway)):
+                colour = colours[index % len(colours)]
+                points = [t for t in fleet_totals if (t["image_size"], t["max_tokens"]) == (size, tokens)]
+                if points:
+                    axes.plot([t["users"] for t in points], [t[metric] for t in points], color=colour, marker="o",
+                              label="fleet, %s, max_tokens %s" % (size, tokens))
+                partial = [t for t in points if t["partial"]]
+                if partial:
+                    # One legend entry explains every hollow marker.
+                    axes.plot([t["users"] for t in partial], [t[metric] for t in partial], linestyle="none",
+                              marker="o", markersize=9, markerfacecolor="white", markeredgecolor=colour,
+                              label=None if partial_shown else "partial total: an instance missing")
+                    partial_shown = True
+                for host in sorted({point["host"] for point in gateway}):
+                    through = [point for point in gateway if (point["host"], point["image_size"],
+                                                              point["max_tokens"]) == (host, size, tokens)]
+                    if through:
+                        axes.plot([point["users"] for point in through], [point[metric] for point in through],
+                                  color=colour, linestyle="--", marker="s",
+                                  label="through the gateway (%s), %s, max_tokens %s" % (host, size, tokens))
+            axes.set_xscale("log", base=2)
+            axes.set_xticks(users, [str(count) for count in users])
+            axes.set_xlabel("users (total concurrency)")
+            axes.set_ylabel(ylabel)
+            axes.grid(True, alpha=0.3)
+        panels[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        figure.suptitle("Fleet totals (sums over the instances) and the gateway")
+        return self.save(figure, title, filename)
+
     def instances(self, title, filename, reference, entries):
         figure, axes = self.plt.subplots(figsize=(max(6, 1.1 * len(entries) + 2), 4.2), dpi=110)
         labels = ["%s\n%s" % (e["host"], e["instance"]) for e in entries]
@@ -247,9 +437,17 @@ class Charts:
         return self.save(figure, title, filename)
 
 
-def draw(rows, folder, reference, entries):
-    """The charts as files in folder: [{title, file}] in the report's order."""
+def draw(rows, folder, reference, entries, fleet_totals, gateway):
+    """The charts as files in folder: the fleet totals' {title, file} (None when no total counted an instance and
+    nothing went through a gateway), and [{title, file}] of the others in the report's order (none without
+    instances: a report of the gateway alone). rows: the instances' rows; fleet_totals: those with users only,
+    the others having nothing to draw."""
     charts = Charts(rows, folder)
+    totals_figure = None
+    if fleet_totals or gateway:
+        totals_figure = charts.totals("Fleet totals", "fleet_totals.png", fleet_totals, gateway)
+    if not rows:
+        return totals_figure, []
     sizes, tokens = axis_values(rows, "image_size"), axis_values(rows, "max_tokens")
     largest_size, longest = sizes[-1], tokens[-1]
     figures = [
@@ -263,7 +461,7 @@ def draw(rows, folder, reference, entries):
     ]
     if reference:
         figures.append(charts.instances("Instances compared", "instances.png", reference, entries))
-    return figures
+    return totals_figure, figures
 
 
 def data_uri(path):
@@ -296,11 +494,17 @@ def build(report_dir, latency_target):
 def write_report(report_dir, rows, skipped, latency_target):
     write_csv(rows, report_dir / "results.csv")
     reference, entries = comparison(rows)
+    host_totals, fleet_totals = totals(rows)
+    measured = instance_rows(rows)
+    gateway = gateway_series(rows)
+    gateway_hosts = sorted({point["host"] for point in gateway})
+    write_totals_csv(host_totals, fleet_totals, gateway, report_dir / "totals.csv")
     summary = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "latency_target_s": latency_target,
-        "hosts": sorted({row["host"] for row in rows}),
-        "instances": len({(row["host"], row["instance"]) for row in rows}),
+        "hosts": sorted({row["host"] for row in measured}),
+        "gateways": gateway_hosts,
+        "instances": len({(row["host"], row["instance"]) for row in measured}),
         "groups": len(rows),
         "unreliable_groups": [{k: row.get(k) for k in ("host", "instance") + bench_record.GROUP_FIELDS
                                + ("error_rate", "errors")} for row in rows if not reliable(row)],
@@ -309,11 +513,21 @@ def write_report(report_dir, rows, skipped, latency_target):
         "comparison_reference": reference,
         "comparison": entries,
         "slow_instances": [e for e in entries if e["slow"]],
+        "host_totals": host_totals,
+        "fleet_totals": fleet_totals,
+        "gateway_series": gateway,
+        "fleet_capacity": capacity(fleet_totals, latency_target, "the fleet"),
+        "gateway_capacity": [dict(entry, host=host) for host in gateway_hosts
+                             for entry in capacity([point for point in gateway if point["host"] == host],
+                                                   latency_target, "the gateway on %s" % host)],
     }
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    figures = [dict(figure, data_uri=data_uri(report_dir / figure["file"]))
-               for figure in draw(rows, report_dir, reference, entries)]
-    context = {"summary": summary, "figures": figures, "fields": bench_record.FIELDS, "notes": bench_record.NOTES}
+    totals_figure, figures = draw(measured, report_dir, reference, entries,
+                                  [total for total in fleet_totals if total["users"]], gateway)
+    embed = lambda figure: dict(figure, data_uri=data_uri(report_dir / figure["file"]))
+    context = {"summary": summary, "totals_figure": embed(totals_figure) if totals_figure else None,
+               "figures": [embed(figure) for figure in figures], "fields": bench_record.FIELDS,
+               "notes": bench_record.NOTES}
     for name in ("report.md", "report.html"):
         (report_dir / name).write_text(render(name + ".j2", **context), encoding="utf-8")
     return summary
@@ -321,9 +535,9 @@ def write_report(report_dir, rows, skipped, latency_target):
 
 def describe(report_dir, summary):
     """The line that tells an operator where the report is and what it holds."""
-    return "report: %s (%d groups, %d instance(s), %d slow; report.md, results.csv and summary.json beside it)" % (
-        pathlib.Path(report_dir) / "report.html", summary["groups"], summary["instances"],
-        len(summary["slow_instances"]))
+    return ("report: %s (%d groups, %d instance(s), %d slow; report.md, results.csv, totals.csv and summary.json "
+            "beside it)" % (pathlib.Path(report_dir) / "report.html", summary["groups"], summary["instances"],
+                            len(summary["slow_instances"])))
 
 
 def main(argv=None):

@@ -25,10 +25,10 @@ def private_twin(tmp_path):
     twin.down()
 
 
-def ssh(inventory, host, command):
+def ssh(inventory, host, command, group="ascend"):
     """Log in as the inventory says, with host-key checking on, and run a command with sudo."""
-    connection = inventory["all"]["children"]["ascend"]["vars"]
-    address = inventory["all"]["children"]["ascend"]["hosts"][host]["ansible_host"]
+    connection = inventory["all"]["children"][group]["vars"]
+    address = inventory["all"]["children"][group]["hosts"][host]["ansible_host"]
     args = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-i",
             connection["ansible_ssh_private_key_file"]] + connection["ansible_ssh_common_args"].split()
     return subprocess.run(args + ["%s@%s" % (connection["ansible_user"], address), command],
@@ -38,7 +38,7 @@ def ssh(inventory, host, command):
 def test_up_makes_ssh_hosts_at_the_real_paths_then_down_leaves_nothing(private_twin):
     twin = private_twin
     state = twin.up(count=2)
-    assert state["hosts"] == {"twin-01": "seed_duo4", "twin-02": "duo2"}
+    assert state["hosts"] == {"twin-01": "seed_duo4", "twin-02": "duo2", "twin-gw": "gateway"}
     inventory = yaml.safe_load(twin.inventory.read_text())
     assert (twin.inventory.parent / "group_vars").is_symlink()
 
@@ -58,6 +58,9 @@ def test_up_makes_ssh_hosts_at_the_real_paths_then_down_leaves_nothing(private_t
                                        "'http://twin-registry:5000/v2/ascend/vllm-ascend/tags/list').read())\"")
     assert engine.returncode == 0 and "vfs" in engine.stdout and "v0.18.0rc1-310p" in engine.stdout, engine.stderr
 
+    # The gateway: in its own group, no NPU, HAProxy from the distribution's package.
+    gateway = ssh(inventory, "twin-gw", "dpkg-query -W -f '${Status}' haproxy; ls /dev/davinci_manager", "gateway")
+    assert gateway.stdout.startswith("install ok installed") and "No such file" in gateway.stderr, gateway
     # A key that is not recorded is refused: host-key checking is on.
     stranger = copy.deepcopy(inventory)
     stranger["all"]["children"]["ascend"]["vars"]["ansible_ssh_common_args"] = "-o UserKnownHostsFile=/dev/null"
@@ -71,8 +74,8 @@ def test_up_makes_ssh_hosts_at_the_real_paths_then_down_leaves_nothing(private_t
     assert {name: (host.container_info()["Id"], snapshot(host.root)) for name, host in demo.hosts.items()} == before
 
     smaller = twin.up(count=1)
-    assert smaller["hosts"] == {"twin-01": "seed_duo4"}
-    assert twin.our_containers() == [demo["twin-01"].container]
+    assert smaller["hosts"] == {"twin-01": "seed_duo4", "twin-gw": "gateway"}
+    assert sorted(twin.our_containers()) == sorted([demo["twin-01"].container, demo["twin-gw"].container])
     assert list(yaml.safe_load(twin.inventory.read_text())["all"]["children"]["ascend"]["hosts"]) == ["twin-01"]
 
     registries = smaller["registry_pids"].values()

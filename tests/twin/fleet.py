@@ -105,9 +105,17 @@ class TwinHost:
                         check=False)
         return result.returncode == 0 and result.stdout.split() == ["true", self.fleet.host_image]
 
+    @property
+    def group(self):
+        """The inventory group the host's profile puts it in: `ascend`, or `gateway` for a machine without NPU
+        that runs the fleet's HAProxy."""
+        return host_files.load_profiles()[self.profile_name].get("group", "ascend")
+
     def start(self, public_key, gateway):
         profile = host_files.load_profiles()[self.profile_name]
-        host_files.build_root(self.root, profile)
+        ascend = self.group == "ascend"
+        if ascend:
+            host_files.build_root(self.root, profile)
         if self.running():
             return
         remove_container(self.container)
@@ -120,10 +128,11 @@ class TwinHost:
                 "-e", "TWIN_AUTHORIZED_KEY=%s" % public_key, "-e", "TWIN_CGROUP_PARENT=%s" % self.container,
                 "-v", "%s:/var/lib/docker" % self.engine_dir]
         args += ENGINE_ISOLATION
-        for source, target, mode in BIND_MOUNTS:
-            args += ["-v", "%s:%s:%s" % (self.root / source, target, mode)]
-        for node in sorted((self.root / "dev").iterdir()):
-            args += ["--device", "%s:/dev/%s" % (node, node.name)]
+        if ascend:
+            for source, target, mode in BIND_MOUNTS:
+                args += ["-v", "%s:%s:%s" % (self.root / source, target, mode)]
+            for node in sorted((self.root / "dev").iterdir()):
+                args += ["--device", "%s:/dev/%s" % (node, node.name)]
         docker(*(args + [self.fleet.host_image]))
 
     def wait_ready(self, timeout=60):
@@ -216,14 +225,15 @@ class Fleet:
         return self.inventory
 
     def inventory_document(self, addresses, overrides=None):
-        """Hosts with their address and profile; the login, key and known_hosts for all of them."""
-        inventory_hosts = {}
+        """Hosts in their group with their address and profile; the login, key and known_hosts for all of them."""
+        groups = {}
         for name, host in self.hosts.items():
-            inventory_hosts[name] = dict({"ansible_host": addresses[name], "twin_profile": host.profile_name},
-                                         **(overrides or {}).get(name, {}))
+            groups.setdefault(host.group, {})[name] = dict(
+                {"ansible_host": addresses[name], "twin_profile": host.profile_name}, **(overrides or {}).get(name, {}))
         connection = {"ansible_user": USER, "ansible_ssh_private_key_file": str(self.key),
                       "ansible_ssh_common_args": "-o UserKnownHostsFile=%s" % self.known_hosts}
-        return {"all": {"children": {"ascend": {"hosts": inventory_hosts, "vars": connection}}}}
+        return {"all": {"children": {group: {"hosts": groups[group], "vars": connection}
+                                     for group in ("ascend", "gateway") if group in groups}}}
 
     def remove_hosts(self, names):
         for name in names:

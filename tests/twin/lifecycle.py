@@ -46,7 +46,10 @@ SUITE = "bookworm"
 # Two roots: a small one for the stand-in (every host pulls it), a full one for the hosts themselves.
 ROOTS = {
     "python": ["python3"],
-    "host": ["python3", "openssh-server", "sudo", "docker.io", "iptables", "iproute2", "ca-certificates", "procps"],
+    # haproxy: the fleet's gateway; a twin host reaches no package mirror, so the root has it as a site's own
+    # mirror would give it (the gateway role's package task then finds it installed).
+    "host": ["python3", "openssh-server", "sudo", "docker.io", "iptables", "iproute2", "ca-certificates", "procps",
+             "haproxy"],
 }
 BASE_REPOSITORY = "ascend-vllm-fleet-twin/debian-"
 # The registry's port on the twin network, where hosts reach it as fleet.REGISTRY_NAME (the inventory's mirror).
@@ -54,6 +57,7 @@ REGISTRY_HOST_PORT = 5000
 STATE_FILE = "state.json"
 # The demo fleet: the seed's 4-card host first, then a 2-card one, cycled.
 DEMO_PROFILES = ("seed_duo4", "duo2")
+DEMO_GATEWAY = "twin-gw"
 
 
 def apt_mirror():
@@ -78,8 +82,11 @@ def port_open(address, port):
 
 
 def demo_hosts(count):
-    """Names and profiles of the demo fleet: twin-01 (the seed's host), twin-02, ..."""
-    return {"twin-%02d" % (index + 1): DEMO_PROFILES[index % len(DEMO_PROFILES)] for index in range(count)}
+    """Names and profiles of the demo fleet: count Ascend hosts, twin-01 (the seed's host), twin-02, ..., and
+    twin-gw, the gateway in front of them."""
+    hosts = {"twin-%02d" % (index + 1): DEMO_PROFILES[index % len(DEMO_PROFILES)] for index in range(count)}
+    hosts[DEMO_GATEWAY] = "gateway"
+    return hosts
 
 
 class Twin:
@@ -292,7 +299,7 @@ class Twin:
     def demo_fleet(self, count=None):
         state = self.load_state()
         if count is None:
-            count = len(state.get("hosts") or {}) or 2
+            count = len(set(state.get("hosts") or {}) - {DEMO_GATEWAY}) or 2
         return self.fleet(self.home / "demo", demo_hosts(count), inventory=self.inventory)
 
     def up(self, count=None):

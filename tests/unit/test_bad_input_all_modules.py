@@ -51,6 +51,8 @@ UNFORESEEN = {
                    "probe", "probing http://127.0.0.1:9"),
     "vllm_load_test": ({"api_key": SECRET, "base_url": "http://127.0.0.1:9", "_ansible_check_mode": True},
                        "plan", "the load test of http://127.0.0.1:9"),
+    "haproxy_server": ({"backend": "vllm_instances", "server": "npu-node-01:vllm-ascend", "state": "drain"}, "apply",
+                       "setting vllm_instances/npu-node-01:vllm-ascend to drain through /run/haproxy/admin.sock"),
 }
 
 
@@ -72,6 +74,8 @@ def test_the_unforeseen_ends_in_a_message_that_says_what_was_being_done(name):
     ("vllm_probe", {"model": "m", "smoke_test": "perhaps"}, "smoke_test"),
     ("vllm_load_test", {"concurrency": ["many"]}, "concurrency"),
     ("vllm_load_test", {"requests": 5}, "Unsupported parameters"),
+    ("haproxy_server", {"backend": "b", "server": "s", "state": "up"}, "state"),
+    ("haproxy_server", {"backend": "b", "state": "drain"}, "missing required arguments: server"),
 ])
 def test_ansibles_own_checks_name_the_option(name, args, expected):
     # The argument spec's checks come first; the modules rely on them for types, required and unknown options.

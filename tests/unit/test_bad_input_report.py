@@ -44,6 +44,7 @@ def with_record(tmp_path, **changes):
     ("throughput not a number", {"total_tokens_per_s": float("nan")}, [NAMED, "total_tokens_per_s nan", "a number"]),
     ("errors a list", {"unreliable": True, "errors": ["timeout"]}, [NAMED, "errors ['timeout']", "an object"]),
     ("error rate a word", {"error_rate": "high"}, [NAMED, "error_rate 'high'", "a number"]),
+    ("output tokens a word", {"output_tokens_per_s": "many"}, [NAMED, "output_tokens_per_s 'many'", "a number"]),
 ])
 def test_a_record_the_report_cannot_use_is_named(tmp_path, case, changes, expected):
     stderr = refused(with_record(tmp_path, **changes))

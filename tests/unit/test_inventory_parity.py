@@ -64,6 +64,11 @@ def test_twin_hosts_carry_only_connection_variables_and_a_profile(tmp_path):
     example = load(EXAMPLE / "hosts.yml")["all"]["children"]["ascend"]
     for variables in list(example["hosts"].values()) + [example["vars"]]:
         assert set(variables) <= CONNECTION
+    # The gateway in front of them, in the group a real site puts its own in.
+    gateway = document["all"]["children"]["gateway"]
+    assert {name: host["twin_profile"] for name, host in gateway["hosts"].items()} == {"twin-gw": "gateway"}
+    assert set(gateway["vars"]) <= CONNECTION
+    assert set(load(EXAMPLE / "hosts.yml")["all"]["children"]) == set(document["all"]["children"])
 
 
 def test_roles_and_modules_know_nothing_of_the_twin():

@@ -14,7 +14,9 @@ import pytest
 from ascend_vllm_fleet import report
 from bench_record import FIELD_NAMES, FIELDS, NOTES
 
-CHARTS = ("p95_by_image_size.png", "p95_by_max_tokens.png", "throughput.png", "ttft.png", "instances.png")
+# In the order report.html shows them: the fleet totals' chart heads the report.
+CHARTS = ("fleet_totals.png", "p95_by_image_size.png", "p95_by_max_tokens.png", "throughput.png", "ttft.png",
+          "instances.png")
 # Appended to a copy of report.html: once the page has loaded, every <img> must have decoded to its last row
 # (a truncated PNG still has a size, but its missing rows are transparent) and every <svg> must have a size.
 CHART_CHECK = """<script>
@@ -49,7 +51,8 @@ window.addEventListener("load", function () {
 def group(size, tokens, concurrency, p95, throughput, unreliable=False):
     return {"image_size": size, "max_tokens": tokens, "concurrency": concurrency, "requests": 8, "completed": 8,
             "failed": 0, "error_rate": 0.0, "unreliable": unreliable, "errors": {}, "p95_latency_s": p95,
-            "p95_ttft_s": p95 / 4, "rps": throughput / 1000.0, "total_tokens_per_s": throughput}
+            "p95_ttft_s": p95 / 4, "rps": throughput / 1000.0, "total_tokens_per_s": throughput,
+            "output_tokens_per_s": throughput / 10.0}
 
 
 def write(report_dir, host, instance, groups):
@@ -168,7 +171,7 @@ def test_every_chart_of_the_html_report_renders_in_a_browser(fleet_report, brows
 def test_the_browser_check_catches_a_broken_or_missing_chart(fleet_report, browser, tmp_path_factory, damage):
     report_dir, _ = fleet_report
     page = (report_dir / "report.html").read_text()
-    uri = re.findall(r'src="(data:image/png;base64,[^"]+)"', page)[2]  # the throughput chart
+    uri = re.search(r'src="(data:image/png;base64,[^"]+)" alt="Throughput"', page).group(1)
     if damage == "corrupt":
         page = page.replace(uri, uri.replace("base64,iVBOR", "base64,AAAAA"))
     elif damage == "truncated":
@@ -188,7 +191,7 @@ def test_the_command_line_builds_a_report(fleet_report, tmp_path):
     shown = subprocess.run([sys.executable, "-m", "ascend_vllm_fleet.report", str(report_dir), "--latency-target", "5"],
                            stdout=subprocess.PIPE, universal_newlines=True, check=True)
     assert shown.stdout == "report: %s (9 groups, 3 instance(s), 1 slow; %s)\n" % (
-        report_dir / "report.html", "report.md, results.csv and summary.json beside it")
+        report_dir / "report.html", "report.md, results.csv, totals.csv and summary.json beside it")
     assert json.loads((report_dir / "summary.json").read_text())["latency_target_s"] == 5
 
 

@@ -64,3 +64,17 @@ def test_the_label_preflight_trusts_is_the_one_the_server_writes():
     assert 'label={{ fleet_label_prefix }}.instance"' in host_checks
     server_filter = (REPO / "roles/vllm_server/filter_plugins/vllm_server.py").read_text()
     assert '"%s.instance=%s" % (settings["label_prefix"]' in server_filter
+
+
+def test_the_benchmark_plays_target_is_the_roles_default():
+    """The play's hosts are read before the role loads: benchmark.yml repeats vllm_bench_target's default."""
+    (play,) = yaml.safe_load((REPO / "playbooks/benchmark.yml").read_text())
+    target = defaults("vllm_bench")["vllm_bench_target"]
+    assert "(vllm_bench_target | default('%s')) == 'gateway'" % target in play["hosts"]
+
+
+def test_the_gateway_rows_the_report_finds_are_the_ones_the_benchmark_records():
+    from ascend_vllm_fleet import report
+
+    role_vars = yaml.safe_load((REPO / "roles/vllm_bench/vars/main.yml").read_text())
+    assert role_vars["vllm_bench_gateway_instance"] == report.GATEWAY_INSTANCE

@@ -1,0 +1,127 @@
+"""One endpoint for the fleet: HAProxy on the gateway host serves every instance of the serving plans, routes
+around an instance that stops within its health checks, and a rolling replacement fails no user request."""
+import csv
+import io
+import threading
+import time
+
+import pytest
+
+import png_images
+from openai_client import Client, ImageChat, StreamResult, image_data_url
+from twin_fleet import DEFAULT_CONTAINER as NAME
+from twin_fleet import PlayFleet
+
+pytestmark = pytest.mark.docker
+HOST_A, HOST_B, GATEWAY = "gw-ascend-a", "gw-ascend-b", "gw-haproxy"
+MODEL = "Qwen3-VL-8B-Instruct"
+PORT = 8080
+BACKEND = "vllm_instances"
+# The role's health checks: every 2 s, 3 failures take a server out.
+CHECK_INTERVAL_S, CHECK_FALL = 2, 3
+STATS = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
+         "s.sendall(b'show stat\\n'); print(s.makefile().read())")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    fleet = PlayFleet(tmp_path_factory.mktemp("gateway"), {HOST_A: "duo2", HOST_B: "duo2", GATEWAY: "gateway"})
+    run = fleet.play()
+    assert run.rc == 0, run.stdout
+    yield fleet
+    fleet.down()
+
+
+def servers(fleet):
+    """{server name: (status, requests served in total, sessions open)} from the gateway's runtime API."""
+    text = fleet[GATEWAY].exec("python3", "-c", STATS).stdout.lstrip("# ")
+    rows = csv.DictReader(io.StringIO(text))
+    return {row["svname"]: (row["status"], int(row["stot"]), int(row["scur"])) for row in rows
+            if row["pxname"] == BACKEND and row["svname"] not in ("FRONTEND", "BACKEND")}
+
+
+class Users:
+    """Streamed chat requests through the gateway, each user sending the next when the last ended."""
+
+    def __init__(self, url, key, count):
+        self.client = Client(url, key, 60)
+        self.body = ImageChat(MODEL, "describe", 4, stream=True, ignore_eos=True).body(
+            image_data_url(png_images.png_image(64, 64)))
+        self.results, self.stop = [], threading.Event()
+        self.threads = [threading.Thread(target=self.user, daemon=True) for _ in range(count)]
+
+    def user(self):
+        while not self.stop.is_set():
+            result = StreamResult()
+            self.client.stream_chat(self.body, result)
+            self.results.append(result)
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=120)
+
+
+def test_the_gateway_serves_every_instance_of_the_plans_with_the_key(fleet):
+    url = fleet[GATEWAY].url(PORT)
+    client = Client(url, fleet.api_key(), 30)
+    assert client.models() == [MODEL]
+    with Users(url, fleet.api_key(), 4) as users:
+        time.sleep(3)
+    assert users.results and [r.error for r in users.results if r.error] == []
+    served = servers(fleet)
+    assert sorted(served) == sorted("%s:%s" % (host, NAME) for host in (HOST_A, HOST_B))
+    assert all(status == "UP" and total > 0 for status, total, _ in served.values()), served
+    status, _ = Client(url, None, 30).call("GET", "/v1/models")
+    assert status == 401, "the key passes through: without it the instances refuse"
+
+
+def test_an_instance_that_stops_is_routed_around_within_the_health_checks(fleet):
+    url = fleet[GATEWAY].url(PORT)
+    server = "%s:%s" % (HOST_A, NAME)
+    with Users(url, fleet.api_key(), 4) as users:
+        time.sleep(1)
+        # Killed, as a crash ends it: `docker stop` would give it seconds in which it still answers.
+        fleet[HOST_A].docker("kill", NAME)
+        stopped = time.monotonic()
+        while servers(fleet)[server][0] == "UP" and time.monotonic() - stopped < 30:
+            time.sleep(0.2)
+        down_after = time.monotonic() - stopped
+        before = servers(fleet)["%s:%s" % (HOST_B, NAME)][1]
+        time.sleep(2)
+        after = servers(fleet)["%s:%s" % (HOST_B, NAME)][1]
+    fleet[HOST_A].docker("start", NAME)
+    assert down_after <= CHECK_INTERVAL_S * (CHECK_FALL + 1), "taken out after %.1f s" % down_after
+    assert after > before, "the other instance takes the requests"
+    # Answers the instance was giving when it stopped are lost (a started answer is never sent again); a request
+    # that reached it after, before its checks failed, is sent again elsewhere (a connection failure).
+    assert [r.error for r in users.results if r.error and r.sent >= stopped] == []
+    assert len([r for r in users.results if r.error]) <= 4
+    deadline = time.monotonic() + 60
+    while servers(fleet)[server][0] != "UP" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert servers(fleet)[server][0] == "UP"
+
+
+def test_a_rolling_replacement_fails_no_request(fleet):
+    """A spec change rolled one host at a time: each instance is drained, replaced, checked and put back while
+    users keep sending through the gateway."""
+    with Users(fleet[GATEWAY].url(PORT), fleet.api_key(), 4) as users:
+        time.sleep(1)
+        changed = {"vllm_server_extra_env": {"VLLM_TWIN_SPEED": "40", "VLLM_TWIN_LOAD_S": "60", "ROLL": "1"}}
+        run = fleet.play("--tags", "server", "-e", "fleet_serial=1", **{HOST_A: changed, HOST_B: changed})
+        time.sleep(1)
+    assert run.rc == 0, run.stdout
+    assert all("ROLL=1" in fleet[host].inspect(NAME)["Config"]["Env"] for host in (HOST_A, HOST_B))
+    for step in ("Stop sending new requests to the instances", "Send requests to the instances again once their "
+                 "health checks pass"):
+        done = run.results(step)
+        assert sorted(done) == [HOST_A, HOST_B] and all(result.get("changed") for result in done.values()), step
+    failed = [r.error for r in users.results if r.error]
+    assert len(users.results) > 20 and failed == [], failed
+    assert all(status == "UP" for status, _, _ in servers(fleet).values()), servers(fleet)

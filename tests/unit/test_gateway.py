@@ -1,0 +1,496 @@
+"""The gateway role: its servers from the serving plans (filters), the HAProxy config it renders (checked by
+haproxy itself), and library/haproxy_server.py against a real HAProxy run from that config, in front of a tiny
+local server with /health.
+
+HAProxy must be installed on the machine running the tests (scripts/dev installs it): without it these fail.
+"""
+import base64
+import http.client
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from test_bad_input_all_modules import run_module
+from test_openai_client import serving
+from test_server_plan import host, plan
+
+from conftest import REPO, free_port, load_library_module, run_playbook
+
+sys.path.insert(0, str(REPO / "roles/gateway/filter_plugins"))
+import gateway  # noqa: E402
+
+PLAN_FILE = "/etc/vllm-ascend/plan.json"
+BACKEND = "vllm_instances"  # roles/gateway/vars/main.yml
+HAPROXY = shutil.which("haproxy")
+
+
+def slurped(host_name, recorded):
+    """A slurp result of a plan file, as the role's loop registers it."""
+    return {"item": host_name, "content": base64.b64encode(json.dumps(recorded).encode()).decode()}
+
+
+def plan_of(host_name, layout="single", **changes):
+    recorded = dict(plan(host(), layout), host=host_name)
+    recorded.update(changes)
+    return recorded
+
+
+# --- the filters ------------------------------------------------------------------------------------------------
+
+def test_a_server_is_named_by_its_host_and_instance():
+    assert gateway.gateway_server_name("npu-node-01", "vllm-ascend-npu4") == "npu-node-01:vllm-ascend-npu4"
+    assert gateway.gateway_server_name("192.0.2.11", "vllm-ascend") == "192.0.2.11:vllm-ascend"
+
+
+@pytest.mark.parametrize("host_name,instance,expected", [
+    ("npu node", "vllm-ascend", "serving host \"npu node\""),
+    ("npu/1", "vllm-ascend", "rename the host"),
+    ("npu-node-01", "a:b", "instance \"a:b\" of npu-node-01"),
+    ("npu-node-01", "", "instance \"\""),
+    ("npu-node-01", None, "instance null"),
+])
+def test_names_haproxy_cannot_hold_are_refused(host_name, instance, expected):
+    with pytest.raises(AnsibleFilterError) as refused:
+        gateway.gateway_server_name(host_name, instance)
+    assert expected in str(refused.value)
+
+
+def test_every_instance_of_every_plan_is_a_server_at_its_hosts_address():
+    plans = gateway.gateway_read_plans([slurped("npu-node-01", plan_of("npu-node-01", "per_card")),
+                                        slurped("npu-node-02", plan_of("npu-node-02"))], PLAN_FILE)
+    servers = gateway.gateway_backends(plans["plans"], {"npu-node-01": "192.0.2.11", "npu-node-02": ""}, PLAN_FILE)
+    assert [(s["name"], s["address"], s["port"]) for s in servers] == [
+        ("npu-node-01:vllm-ascend-npu1", "192.0.2.11", 8000), ("npu-node-01:vllm-ascend-npu2", "192.0.2.11", 8001),
+        ("npu-node-01:vllm-ascend-npu4", "192.0.2.11", 8002), ("npu-node-01:vllm-ascend-npu5", "192.0.2.11", 8003),
+        # No ansible_host: the inventory name is the address.
+        ("npu-node-02:vllm-ascend", "npu-node-02", 8000)]
+    assert servers[0]["host"] == "npu-node-01" and servers[0]["instance"] == "vllm-ascend-npu1"
+    assert plans["not_deployed"] == []
+
+
+def test_a_host_without_a_plan_file_is_not_deployed_yet_and_serves_nothing():
+    plans = gateway.gateway_read_plans([
+        slurped("npu-node-01", plan_of("npu-node-01")),
+        {"item": "npu-node-02", "failed": True, "msg": "File not found: %s" % PLAN_FILE}], PLAN_FILE)
+    assert plans["not_deployed"] == ["npu-node-02"]
+    assert [entry["host"] for entry in plans["plans"]] == ["npu-node-01"]
+    assert gateway.gateway_backends([], {}, PLAN_FILE) == []
+
+
+@pytest.mark.parametrize("result,expected", [
+    ({"item": "npu-node-02", "failed": True, "msg": "file is not readable: %s" % PLAN_FILE},
+     ["serving plan of npu-node-02: could not read it (file is not readable: %s)" % PLAN_FILE, "Fix:"]),
+    ({"item": "npu-node-02", "content": base64.b64encode(b"{not json").decode()},
+     ["serving plan of npu-node-02", "is not JSON", "--limit npu-node-02"]),
+    ({"item": "npu-node-02", "content": "***"}, ["serving plan of npu-node-02", "is not JSON"]),
+])
+def test_a_plan_file_that_cannot_be_read_fails_naming_the_host(result, expected):
+    with pytest.raises(AnsibleFilterError) as refused:
+        gateway.gateway_read_plans([slurped("npu-node-01", plan_of("npu-node-01")), result], PLAN_FILE)
+    for piece in expected:
+        assert piece in str(refused.value)
+
+
+@pytest.mark.parametrize("recorded,expected", [
+    (plan_of("npu-node-02", format=2), "format 2, expected 1"),
+    ([1, 2], "format \"list\", expected 1"),
+    (plan_of("npu-node-01"), "it is the plan of \"npu-node-01\", not of npu-node-02"),
+    (plan_of("npu-node-02", instances=[]), "no instances"),
+    (plan_of("npu-node-02", instances=[{"name": "vllm-ascend", "port": "8000"}]), "has port \"8000\""),
+    (plan_of("npu-node-02", instances=[{"name": "vllm-ascend", "port": 70000}]), "has port 70000"),
+    (plan_of("npu-node-02", instances=[{"name": "vllm-ascend", "port": True}]), "has port true"),
+    (plan_of("npu-node-02", instances=[{"name": "vllm:ascend", "port": 8000}]), "instance \"vllm:ascend\""),
+])
+def test_a_plan_vllm_server_did_not_write_for_the_host_is_refused(recorded, expected):
+    with pytest.raises(AnsibleFilterError) as refused:
+        gateway.gateway_backends([{"host": "npu-node-02", "plan": recorded}], {}, PLAN_FILE)
+    assert expected in str(refused.value)
+    assert "npu-node-02" in str(refused.value)
+
+
+def test_plans_serving_different_models_are_refused():
+    plans = [{"host": "npu-node-01", "plan": plan_of("npu-node-01")},
+             {"host": "npu-node-02", "plan": plan_of("npu-node-02", served_name="Qwen2.5-VL-7B-Instruct")}]
+    with pytest.raises(AnsibleFilterError) as refused:
+        gateway.gateway_backends(plans, {}, PLAN_FILE)
+    assert "\"Qwen2.5-VL-7B-Instruct\" on npu-node-02" in str(refused.value)
+    assert "\"Qwen3-VL-8B-Instruct\" on npu-node-01" in str(refused.value)
+
+
+def test_two_instances_at_one_address_and_port_are_refused():
+    plans = [{"host": "npu-node-01", "plan": plan_of("npu-node-01")},
+             {"host": "npu-node-02", "plan": plan_of("npu-node-02")}]
+    with pytest.raises(AnsibleFilterError) as refused:
+        gateway.gateway_backends(plans, {"npu-node-01": "192.0.2.11", "npu-node-02": "192.0.2.11"}, PLAN_FILE)
+    assert str(refused.value).startswith("npu-node-01:vllm-ascend and npu-node-02:vllm-ascend are both at "
+                                         "192.0.2.11:8000")
+
+
+# --- the rendered config and a real HAProxy run from it --------------------------------------------------------
+
+class Instance(http.server.BaseHTTPRequestHandler):
+    """A vLLM instance as the gateway sees it: /health, an answer held until `release` is set, a stream whose
+    first event comes at once and the rest after `release`, and the Authorization header it was sent."""
+
+    protocol_version = "HTTP/1.1"
+    release = threading.Event()
+
+    def log_message(self, *args):
+        pass
+
+    def handle(self):
+        try:
+            super().handle()
+        except ConnectionResetError:
+            pass  # HAProxy ends its health checks' connections with a reset
+
+    def answer(self, body):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path == "/health":
+            self.answer(b"")
+        elif self.path == "/held":
+            self.release.wait(30)
+            self.answer(b"{}")
+        elif self.path == "/authorization":
+            self.answer(json.dumps(self.headers.get("Authorization")).encode())
+        elif self.path == "/stream":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b"data: first\n\n")
+            self.wfile.flush()
+            self.release.wait(30)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.close_connection = True
+        else:
+            self.send_error(404)
+
+
+PLAYBOOK = """
+- name: Render the gateway's config from the serving plans
+  hosts: gateway
+  gather_facts: false
+  tasks:
+    - name: Take the servers from the plans with the role's own tasks
+      ansible.builtin.include_role:
+        name: gateway
+        tasks_from: plans.yml
+        public: true
+    - name: Write the config as the role does
+      ansible.builtin.template:
+        src: %s
+        dest: "{{ gateway_config_file }}"
+        mode: "0644"
+        validate: haproxy -c -f %%s
+""" % (REPO / "roles/gateway/templates/haproxy.cfg.j2")
+
+
+def require_haproxy():
+    assert HAPROXY, "haproxy is not installed: the gateway's config and module are tested against it. Fix: " \
+                    "scripts/dev installs it (apt-get install haproxy)"
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """The config the role renders for npu-a (one instance, serving), npu-b (one instance on a closed port) and
+    npu-c (not deployed), with its runs' results: (config text, settings, first run, second run)."""
+    require_haproxy()
+    folder = tmp_path_factory.mktemp("gateway")
+    with serving(Instance) as url:
+        settings = {"socket": str(folder / "admin.sock"), "port": free_port(), "prometheus_port": free_port(),
+                    "instance_port": int(url.rsplit(":", 1)[1]), "folder": folder}
+        for name, port in (("npu-a", settings["instance_port"]), ("npu-b", free_port())):
+            recorded = dict(plan(host(), "single", port=port), host=name)
+            (folder / (name + ".json")).write_text(json.dumps(recorded))
+        local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+        inventory = {"all": {"vars": local, "children": {
+            "gateway": {"hosts": {"gw": {}}},
+            "ascend": {"hosts": {name: {"ansible_host": "127.0.0.1", "fleet_plan_file": str(folder / (name + ".json"))}
+                                 for name in ("npu-a", "npu-b", "npu-c")}}}}}
+        (folder / "hosts.yml").write_text(yaml.safe_dump(inventory))
+        (folder / "gateway.yml").write_text(PLAYBOOK)
+        (folder / "vars.json").write_text(json.dumps({
+            "fleet_api_key": "", "gateway_admin_socket": settings["socket"], "gateway_port": settings["port"],
+            "gateway_bind_address": "127.0.0.1", "gateway_prometheus_port": settings["prometheus_port"],
+            "gateway_check_interval_s": 1, "gateway_config_file": str(folder / "haproxy.cfg")}))
+        runs = [run_playbook(folder / ("run%d" % number), folder / "hosts.yml", str(folder / "gateway.yml"),
+                             "-e", "@%s" % (folder / "vars.json")) for number in (1, 2)]
+        yield (folder / "haproxy.cfg").read_text(), settings, runs[0], runs[1]
+
+
+def test_the_config_names_every_instance_of_the_plans_and_haproxy_accepts_it(rendered):
+    config, settings, first, _second = rendered
+    assert first.rc == 0, first.stdout
+    checked = subprocess.run([HAPROXY, "-c", "-f", str(settings["folder"] / "haproxy.cfg")],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    assert checked.returncode == 0, checked.stdout
+    lines = [line.strip() for line in config.splitlines()]
+    servers = [line for line in lines if line.startswith("server ")]
+    assert servers[0] == "server npu-a:vllm-ascend 127.0.0.1:%d" % settings["instance_port"]
+    assert servers[1].startswith("server npu-b:vllm-ascend 127.0.0.1:")
+    assert len(servers) == 2  # npu-c has no plan yet
+    for expected in ["stats socket %s mode 660 level admin" % settings["socket"],
+                     "bind 127.0.0.1:%d" % settings["port"], "balance leastconn", "option httpchk GET /health",
+                     "http-check expect status 200", "retry-on conn-failure", "retries 3", "option redispatch",
+                     "default-server check inter 1s fall 3 rise 2", "timeout client 600s", "timeout server 600s",
+                     "bind 127.0.0.1:%d" % settings["prometheus_port"],
+                     "http-request use-service prometheus-exporter if { path /metrics }"]:
+        assert expected in lines, expected
+    # Nothing that buffers or compresses an answer, or touches the request's headers.
+    for unwanted in ("compression", "http-buffer-request", "http-request del-header", "http-request set-header",
+                     "http-response", "retry-on all", "retry-on response"):
+        assert unwanted not in config
+
+
+def test_a_host_not_deployed_yet_is_named_and_a_second_run_changes_nothing(rendered):
+    _config, _settings, first, second = rendered
+    said = first.results("Name the serving hosts not deployed yet")["gw"]["msg"]
+    assert said.startswith("npu-c: no serving plan recorded yet")
+    assert first.changed() == 1  # the config
+    assert second.rc == 0 and second.changed() == 0, second.stdout
+
+
+@pytest.fixture(scope="module")
+def haproxy(rendered):
+    """HAProxy run from the rendered config until the module's tests end; its settings."""
+    config, settings, _first, _second = rendered
+    process = subprocess.Popen([HAPROXY, "-db", "-f", str(settings["folder"] / "haproxy.cfg")],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        api = load_library_module("haproxy_server").RuntimeApi(settings["socket"])
+        deadline = time.time() + 20
+        while not (os.path.exists(settings["socket"]) and status_of(api, "npu-a:vllm-ascend") == "UP"):
+            assert process.poll() is None and time.time() < deadline, process.stdout.read1().decode() \
+                if process.poll() is not None else "npu-a not UP within 20 s"
+            time.sleep(0.2)
+        yield dict(settings, api=api)
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def status_of(api, server):
+    return next(row["status"] for row in api.stat_rows() if row["pxname"] == BACKEND and row["svname"] == server)
+
+
+@pytest.fixture
+def gateway_on(haproxy):
+    """The running HAProxy, npu-a put back to ready after each test, with no request held."""
+    Instance.release.clear()
+    yield haproxy
+    Instance.release.set()
+    haproxy["api"].command("set server %s/npu-a:vllm-ascend state ready" % BACKEND)
+    deadline = time.time() + 10
+    while status_of(haproxy["api"], "npu-a:vllm-ascend") != "UP" and time.time() < deadline:
+        time.sleep(0.2)
+
+
+def server_state(haproxy, server="npu-a:vllm-ascend", **args):
+    return run_module("haproxy_server", socket=haproxy["socket"], backend=BACKEND, server=server, **args)
+
+
+def get(port, path, headers=None, timeout=10):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    connection.request("GET", path, headers=headers or {})
+    return connection, connection.getresponse()
+
+
+def hold_a_request(haproxy):
+    """A request held by npu-a through the gateway, in a thread; returns once HAProxy counts its session."""
+    answers = []
+    thread = threading.Thread(target=lambda: answers.append(get(haproxy["port"], "/held", timeout=40)[1].status),
+                              daemon=True)
+    thread.start()
+    deadline = time.time() + 10
+    while server_state(haproxy, state="ready", _ansible_check_mode=True)["current"]["sessions"] != 1:
+        assert time.time() < deadline, "the held request never reached npu-a"
+        time.sleep(0.1)
+    return thread, answers
+
+
+def test_health_needs_no_key_and_the_authorization_header_reaches_the_instance_untouched(gateway_on):
+    assert get(gateway_on["port"], "/health")[1].status == 200
+    key = "Bearer sk-fleet-key-0123"
+    assert json.loads(get(gateway_on["port"], "/authorization", {"Authorization": key})[1].read()) == key
+
+
+def test_a_stream_is_passed_through_as_it_comes(gateway_on):
+    connection, response = get(gateway_on["port"], "/stream", timeout=5)
+    # The instance holds the rest of the stream: the first event arrives only if nothing buffers the answer.
+    assert response.status == 200 and response.fp.readline() == b"data: first\n"
+    Instance.release.set()
+    assert response.read().endswith(b"data: [DONE]\n\n")
+    connection.close()
+
+
+def test_haproxys_prometheus_exporter_answers_on_its_local_port(gateway_on):
+    _connection, response = get(gateway_on["prometheus_port"], "/metrics")
+    metrics = response.read().decode()
+    assert response.status == 200
+    assert 'haproxy_server_status{proxy="%s",server="npu-a:vllm-ascend",state="UP"} 1' % BACKEND in metrics
+
+
+def test_a_server_already_ready_is_not_changed(gateway_on):
+    result = server_state(gateway_on, state="ready", wait_up=True, timeout=5)
+    assert result["changed"] is False and result["found"] is True
+    assert result["previous"]["admin"] == result["current"]["admin"] == "ready"
+    assert result["current"]["status"] == "UP"
+
+
+def test_check_mode_reports_the_drain_without_draining(gateway_on):
+    result = server_state(gateway_on, state="drain", wait_idle=True, _ansible_check_mode=True)
+    assert result["changed"] is True and result["current"]["admin"] == "ready"
+    assert status_of(gateway_on["api"], "npu-a:vllm-ascend") == "UP"
+    assert get(gateway_on["port"], "/health")[1].status == 200
+
+
+def test_drain_waits_until_the_open_request_ends_and_sends_no_new_one(gateway_on):
+    thread, answers = hold_a_request(gateway_on)
+    threading.Timer(1.5, Instance.release.set).start()
+    result = server_state(gateway_on, state="drain", wait_idle=True, timeout=20)
+    thread.join(5)
+    assert answers == [200]  # the request in flight was answered
+    assert result["changed"] is True and result["previous"]["sessions"] == 1
+    assert result["current"] == dict(result["current"], admin="drain", status="DRAIN", sessions=0)
+    assert 1.0 <= result["waited_s"] < 20
+    # npu-b is down and npu-a drained: a new request finds no server.
+    assert get(gateway_on["port"], "/health")[1].status == 503
+    again = server_state(gateway_on, state="drain", wait_idle=True, timeout=5)
+    assert again["changed"] is False and again["previous"]["admin"] == "drain"
+
+
+def test_drain_fails_naming_the_session_still_open_after_the_timeout(gateway_on):
+    thread, _answers = hold_a_request(gateway_on)
+    result = server_state(gateway_on, state="drain", wait_idle=True, timeout=1)
+    assert result["failed"] is True
+    assert "%s/npu-a:vllm-ascend still holds 1 session(s) after 1 s: from 127.0.0.1:" % BACKEND in result["msg"]
+    assert "gateway_drain_timeout_s" in result["msg"]
+    Instance.release.set()
+    thread.join(5)
+
+
+def test_ready_puts_a_server_in_maintenance_back_once_it_is_up(gateway_on):
+    assert server_state(gateway_on, state="maint")["current"]["admin"] == "maint"
+    assert status_of(gateway_on["api"], "npu-a:vllm-ascend") == "MAINT"
+    result = server_state(gateway_on, state="ready", wait_up=True, timeout=20)
+    assert result["changed"] is True and result["previous"]["admin"] == "maint"
+    assert result["current"]["admin"] == "ready" and result["current"]["status"] == "UP"
+    assert get(gateway_on["port"], "/health")[1].status == 200
+
+
+def test_waiting_for_a_server_that_never_comes_up_fails_with_its_last_check(gateway_on):
+    result = server_state(gateway_on, server="npu-b:vllm-ascend", state="ready", wait_up=True, timeout=1)
+    assert result["failed"] is True
+    assert "%s/npu-b:vllm-ascend is DOWN after 1 s, not UP (last health check: " % BACKEND in result["msg"]
+    assert "Layer4 connection problem: Connection refused" in result["msg"]
+
+
+def test_unknown_names_are_listed_or_skipped_when_asked(gateway_on):
+    backend = run_module("haproxy_server", socket=gateway_on["socket"], backend="vllm", server="x", state="drain")
+    assert backend["failed"] is True
+    assert "backend 'vllm' is not in HAProxy's config (its backends: %s)" % BACKEND in backend["msg"]
+    server = server_state(gateway_on, server="npu-c:vllm-ascend", state="drain")
+    assert server["failed"] is True
+    assert ("server 'npu-c:vllm-ascend' is not in backend '%s' (its servers: npu-a:vllm-ascend, npu-b:vllm-ascend)"
+            % BACKEND) in server["msg"]
+    skipped = server_state(gateway_on, server="npu-c:vllm-ascend", state="drain", wait_idle=True, skip_unknown=True)
+    assert skipped["changed"] is False and skipped["found"] is False and "failed" not in skipped
+    assert skipped["msg"] == "skipped: backend '%s' has no server 'npu-c:vllm-ascend'" % BACKEND
+
+
+def test_a_missing_socket_asks_whether_haproxy_runs_with_an_admin_socket(tmp_path):
+    missing = str(tmp_path / "admin.sock")
+    result = run_module("haproxy_server", socket=missing, backend=BACKEND, server="a:b", state="drain")
+    assert result["failed"] is True
+    assert ("socket %s: No such file or directory: is HAProxy running with `stats socket %s level admin`"
+            % (missing, missing)) in result["msg"]
+    (tmp_path / "file").write_text("")
+    result = run_module("haproxy_server", socket=str(tmp_path / "file"), backend=BACKEND, server="a:b",
+                        state="ready")
+    assert result["failed"] is True and "not a socket" in result["msg"]
+
+
+@pytest.mark.parametrize("args,expected", [
+    ({"backend": "a/b", "server": "s", "state": "drain"}, "backend 'a/b': expected an HAProxy name"),
+    ({"backend": "b", "server": " ", "state": "drain"}, "server is empty"),
+    ({"backend": "b", "server": "s", "state": "drain", "timeout": 0}, "timeout: 0 is not allowed"),
+    ({"backend": "b", "server": "s", "state": "ready", "wait_idle": True}, "wait_idle: waits for a server with no "
+                                                                           "new requests, but state is ready"),
+    ({"backend": "b", "server": "s", "state": "maint", "wait_up": True}, "wait_up: waits for a server that takes "
+                                                                         "requests, but state is maint"),
+])
+def test_options_it_cannot_use_are_refused_before_the_socket_is_used(tmp_path, args, expected):
+    result = run_module("haproxy_server", socket=str(tmp_path / "none.sock"), **args)
+    assert result["failed"] is True and expected in result["msg"] and "Fix:" in result["msg"]
+
+
+REPLACEMENT_STEP = """
+- name: Run a step of the rolling replacement for npu-a's instances
+  hosts: npu-a
+  gather_facts: false
+  tasks:
+    - name: Include the step as vllm_server does
+      ansible.builtin.include_role:
+        name: gateway
+        tasks_from: "{{ step }}"
+      vars:
+        gateway_instances: [vllm-ascend, vllm-ascend-npu9]
+"""
+
+
+def replacement_step(gateway_on, step, inventory="hosts.yml"):
+    folder = gateway_on["folder"]
+    (folder / "step.yml").write_text(REPLACEMENT_STEP)
+    return run_playbook(folder / ("%s-%s" % (step, time.time())), folder / inventory, str(folder / "step.yml"),
+                        "-e", "@%s" % (folder / "vars.json"), "-e", "step=%s" % step)
+
+
+def test_drain_and_restore_act_on_the_instances_the_gateway_serves_and_skip_the_others(gateway_on):
+    drained = replacement_step(gateway_on, "drain.yml")
+    assert drained.rc == 0, drained.stdout
+    assert status_of(gateway_on["api"], "npu-a:vllm-ascend") == "DRAIN"
+    assert status_of(gateway_on["api"], "npu-b:vllm-ascend") != "DRAIN"  # another host's instance of that name
+    waited = drained.results("Wait until the instances' requests in flight have ended")["npu-a"]["results"]
+    assert [(r["item"], r["found"]) for r in waited] == [(["gw", "vllm-ascend"], True),
+                                                         (["gw", "vllm-ascend-npu9"], False)]
+    restored = replacement_step(gateway_on, "restore.yml")
+    assert restored.rc == 0, restored.stdout
+    assert status_of(gateway_on["api"], "npu-a:vllm-ascend") == "UP"
+    assert drained.changed() == 1 and restored.changed() == 1
+
+
+def test_drain_does_nothing_without_gateways(gateway_on):
+    inventory = yaml.safe_load((gateway_on["folder"] / "hosts.yml").read_text())
+    del inventory["all"]["children"]["gateway"]
+    (gateway_on["folder"] / "no-gateway.yml").write_text(yaml.safe_dump(inventory))
+    drained = replacement_step(gateway_on, "drain.yml", "no-gateway.yml")
+    assert drained.rc == 0 and drained.changed() == 0, drained.stdout
+    assert status_of(gateway_on["api"], "npu-a:vllm-ascend") == "UP"
+
+
+def test_the_exporter_is_left_out_when_its_port_is_0(rendered):
+    _config, settings, _first, _second = rendered
+    folder = settings["folder"]
+    exporterless = json.loads((folder / "vars.json").read_text())
+    exporterless.update(gateway_prometheus_port=0, gateway_config_file=str(folder / "no-exporter.cfg"))
+    (folder / "no-exporter.json").write_text(json.dumps(exporterless))
+    run = run_playbook(folder / "run-no-exporter", folder / "hosts.yml", str(folder / "gateway.yml"),
+                       "-e", "@%s" % (folder / "no-exporter.json"))
+    assert run.rc == 0, run.stdout
+    config = (folder / "no-exporter.cfg").read_text()
+    assert "prometheus" not in config and "server npu-a:vllm-ascend 127.0.0.1:" in config
