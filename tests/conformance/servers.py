@@ -7,10 +7,11 @@ import os
 import pathlib
 import subprocess
 
+from conftest import free_port
 from twin.vllm_standin import cli as standin_cli
 from twin.vllm_standin import server as standin_server
 
-from .cases import MAX_MODEL_LEN, MODEL
+from .cases import MAX_MODEL_LEN, MODEL, SERVERS
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # Where the reference tool is unless REAL_VLLM_TOOL says otherwise: beside the repository, as it is shipped.
@@ -101,3 +102,18 @@ class Standin:
         if self.running is not None:
             self.running.shutdown()
             self.running.server_close()
+
+
+@contextlib.contextmanager
+def every_server(kind, folder):
+    """{name: server} of every server of the cases (cases.SERVERS), started as kind (RealVllm or Standin) on free
+    ports, each with its log in folder; stopped on the way out."""
+    started = {}
+    try:
+        for name, server in SERVERS.items():
+            started[name] = kind(free_port(), server["args"], server["faults"], folder / ("%s.jsonl" % name))
+            started[name].start()
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()

@@ -15,7 +15,6 @@ import time
 import pytest
 
 from ascend_vllm_fleet.host_code import load_library_module
-from conftest import free_port
 
 from . import cases, golden, rendered, servers, transcript
 
@@ -26,32 +25,14 @@ load_test = load_library_module("vllm_load_test")
 @pytest.fixture(scope="session")
 def real(tmp_path_factory):
     servers.install_real()
-    folder = tmp_path_factory.mktemp("real")
-    started = {}
-    try:
-        for name, server in cases.SERVERS.items():
-            started[name] = servers.RealVllm(free_port(), server["args"], server["faults"],
-                                             folder / ("engine-%s.jsonl" % name))
-            started[name].start()
+    with servers.every_server(servers.RealVllm, tmp_path_factory.mktemp("real")) as started:
         yield started
-    finally:
-        for server in started.values():
-            server.stop()
 
 
 @pytest.fixture(scope="session")
 def standin(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("standin")
-    started = {}
-    try:
-        for name, server in cases.SERVERS.items():
-            started[name] = servers.Standin(free_port(), server["args"], server["faults"],
-                                            folder / ("requests-%s.jsonl" % name))
-            started[name].start()
+    with servers.every_server(servers.Standin, tmp_path_factory.mktemp("standin")) as started:
         yield started
-    finally:
-        for server in started.values():
-            server.stop()
 
 
 @pytest.fixture(scope="session")

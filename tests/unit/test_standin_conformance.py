@@ -4,27 +4,15 @@
 The recorded side needs no vLLM here: these tests hold the stand-in to what was recorded.
 """
 import pytest
-from conformance import cases, golden, rendered, servers, transcript
+from conformance import golden, rendered, servers, transcript
 
-from conftest import free_port
 from twin.vllm_standin import cli as standin_cli
 
 
 @pytest.fixture(scope="module")
 def standin_transcripts(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("standin")
-    started = []
-    try:
-        urls = {}
-        for name, server in cases.SERVERS.items():
-            started.append(servers.Standin(free_port(), server["args"], server["faults"],
-                                           folder / ("requests-%s.jsonl" % name)))
-            started[-1].start()
-            urls[name] = started[-1].url
-        yield transcript.record_all(urls)
-    finally:
-        for server in started:
-            server.stop()
+    with servers.every_server(servers.Standin, tmp_path_factory.mktemp("standin")) as started:
+        yield transcript.record_all({name: server.url for name, server in started.items()})
 
 
 @pytest.mark.parametrize("name", sorted(transcript.CASES))
