@@ -323,10 +323,16 @@ class Twin:
         return sorted(listing)
 
     def our_images(self, *prefixes):
-        """Local images of this twin (pushed, stand-in and host builds), or of the given name prefixes."""
-        listing = docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+        """Local images of this twin (pushed, stand-in and host builds), or of the given name prefixes: by name,
+        or by ID once a newer build took their tag (Docker lists them as <repository>:<none>)."""
+        listing = docker("images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}").stdout.splitlines()
         prefixes = prefixes or ("%s/" % self.registry, self.build_repository + ":", self.host_image + ":")
-        return [image for image in listing if image.startswith(prefixes)]
+        found = []
+        for line in listing:
+            name, image_id = line.rsplit(" ", 1)
+            if name.startswith(prefixes):
+                found.append(image_id if name.endswith(":<none>") else name)
+        return found
 
     def down(self, purge=False):
         state = self.load_state()
