@@ -14,7 +14,7 @@ import time
 
 from . import cases as conformance_cases
 
-# Series of /metrics that exist whatever the engine; their values are timings or counts that differ by run.
+# A sample line of vLLM's /metrics: name, labels, value.
 METRIC_LINE = re.compile(r"^(vllm:[a-z_:]+)(?:\{(.*)\})? (\S+)$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 # Labels whose values name this run (the model's path or name) rather than the series.
@@ -84,8 +84,8 @@ def usage_of(events):
 
 
 def metrics(text):
-    """The vllm: series as {name{labels}: value kind}, labels naming the run replaced; and the running gauge."""
-    series, running = {}, None
+    """The vllm: series as name{labels}, labels naming the run replaced, sorted; and the running gauge."""
+    series, running = set(), None
     for line in text.splitlines():
         match = METRIC_LINE.match(line)
         if not match:
@@ -93,7 +93,7 @@ def metrics(text):
         name, labels, value = match.groups()
         pairs = sorted((label, "<run>" if label in RUN_LABELS else text_value)
                        for label, text_value in LABEL.findall(labels or ""))
-        series["%s{%s}" % (name, ",".join('%s="%s"' % pair for pair in pairs))] = True
+        series.add("%s{%s}" % (name, ",".join('%s="%s"' % pair for pair in pairs)))
         if name == "vllm:num_requests_running":
             running = float(value)
     return {"series": sorted(series), "num_requests_running": running}
