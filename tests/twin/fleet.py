@@ -11,12 +11,14 @@ import hashlib
 import json
 import os
 import pathlib
+import platform
 import shutil
 import subprocess
 import time
 
 import yaml
 
+from . import hdk
 from . import hosts as host_files
 from .shell import TwinError, docker
 
@@ -26,13 +28,21 @@ USER = "ops"
 # How every twin host names the registry that stands in for quay.io (the inventory's registry mirror).
 REGISTRY_NAME = "twin-registry"
 # What a twin host mounts from its folder on this machine, at the same path inside (the real default paths).
+# Writable: the driver package stand-ins (tests/twin/hdk.py) install over them. One a host does not have yet (no
+# driver installed) is not mounted: the package creates it inside the host.
 BIND_MOUNTS = (
     ("usr/local/Ascend", "/usr/local/Ascend", "rw"),
-    ("usr/local/dcmi", "/usr/local/dcmi", "ro"),
-    ("usr/local/bin/npu-smi", "/usr/local/bin/npu-smi", "ro"),
-    ("etc/ascend_install.info", "/etc/ascend_install.info", "ro"),
+    ("usr/local/dcmi", "/usr/local/dcmi", "rw"),
+    ("usr/local/bin/npu-smi", "/usr/local/bin/npu-smi", "rw"),
+    ("etc/ascend_install.info", "/etc/ascend_install.info", "rw"),
     ("data/models", "/data/models", "rw"),
+    (hdk.STATE_DIR, "/" + hdk.STATE_DIR, "rw"),
 )
+# Where a fleet puts the driver and firmware packages for its hosts: beside its inventory, where the
+# ascend_driver role looks by default (ascend_driver_packages_dir).
+PACKAGES_DIR = "ascend-hdk"
+# Releases a fleet's package folder holds: the pair the collection serves with (DESIGN, the release pairs).
+PACKAGE_RELEASES = (("driver", "25.5.2"), ("firmware", "7.8.0.7.220"))
 # A nested engine runs without --privileged (which this sandbox refuses): every capability but one, no
 # seccomp or AppArmor profile, any device, and the cgroup tree writable for the engine's containers.
 ENGINE_ISOLATION = ("--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
@@ -130,7 +140,8 @@ class TwinHost:
         args += ENGINE_ISOLATION
         if ascend:
             for source, target, mode in BIND_MOUNTS:
-                args += ["-v", "%s:%s:%s" % (self.root / source, target, mode)]
+                if (self.root / source).exists():
+                    args += ["-v", "%s:%s:%s" % (self.root / source, target, mode)]
             for node in sorted((self.root / "dev").iterdir()):
                 args += ["--device", "%s:/dev/%s" % (node, node.name)]
         docker(*(args + [self.fleet.host_image]))
@@ -146,6 +157,34 @@ class TwinHost:
         logs = docker("logs", "--tail", "20", self.container, check=False)
         raise TwinError("twin host %s did not come up within %d s: %s%s" % (
             self.name, timeout, logs.stdout, logs.stderr))
+
+    def settle(self):
+        """What the host's profile says runs on it besides this collection: the driver's run user where a driver
+        is installed, and foreign containers holding chips (an exporter, a colleague's job)."""
+        profile = host_files.load_profiles()[self.profile_name]
+        if self.group != "ascend":
+            return
+        if profile.get("driver", "") is not None and self.exec("id", "HwHiAiUser", check=False).returncode != 0:
+            self.exec("useradd", "--create-home", "--shell", "/bin/bash", "HwHiAiUser")
+        for container in profile.get("containers", []):
+            if self.inspect(container["name"]) is None:
+                self.run_foreign_container(container)
+
+    def run_foreign_container(self, container):
+        """A container of someone else's on the host's chips, from the stand-in image loaded into its engine."""
+        image = "%s:twin" % container["name"]
+        build_tag = self.fleet.twin.load_state()["build_tag"]
+        if self.docker("image", "inspect", image, check=False).returncode != 0:
+            subprocess.run("docker save %s | docker exec -i %s docker load -q" % (build_tag, self.container),
+                           shell=True, check=True, stdout=subprocess.DEVNULL)
+            self.docker("tag", build_tag, image)
+            self.docker("rmi", build_tag)
+        expanded = host_files.npu_smi.expand_profile(host_files.load_profiles()[self.profile_name])
+        nodes = ["/dev/davinci%d" % chip["phy_id"] for card in expanded["cards"] for chip in card["chips"]
+                 if chip["logic_id"] in container["chips"]]
+        devices = [arg for node in nodes for arg in ("--device", node)]
+        self.docker("run", "-d", "--name", container["name"], "--restart", "unless-stopped", *devices,
+                    image, "sleep", "infinity")
 
     def known_hosts_lines(self):
         address, lines = self.address, []
@@ -201,8 +240,18 @@ class Fleet:
             host.start(public_key, gateway)
         for host in self.hosts.values():
             host.wait_ready()
+            host.settle()
         self.write_known_hosts()
         self.write_inventory()
+        self.write_packages()
+
+    def write_packages(self):
+        """The driver and firmware packages for the fleet's hosts, where the operator keeps them."""
+        folder = self.inventory.parent / PACKAGES_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        for kind, version in PACKAGE_RELEASES:
+            hdk.build_package(folder, kind, version, platform.machine() if kind == "driver" else None)
+        return folder
 
     def write_known_hosts(self):
         lines = [line for host in self.hosts.values() for line in host.known_hosts_lines()]
@@ -248,3 +297,5 @@ class Fleet:
             shutil.rmtree(self.home)
         if self.inventory.exists():
             self.inventory.unlink()
+        if (self.inventory.parent / PACKAGES_DIR).exists():
+            shutil.rmtree(self.inventory.parent / PACKAGES_DIR)

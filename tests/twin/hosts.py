@@ -2,6 +2,10 @@
 
 A root holds what the seed's ``docker run`` mounts from a real host, at the same paths under the root; the
 twin host's container gets them at the real paths (fleet.BIND_MOUNTS) and its device nodes with --device.
+A profile with ``driver: null`` is a host whose driver was never installed: its root has the cards
+(``var/lib/ascend-twin/hardware.json``) and the model, and nothing of the driver until the driver package
+stand-in (tests/twin/hdk.py) installs it. Once that file exists the host's Ascend files are its own: a second
+``build_root`` keeps what the packages installed.
 """
 import json
 import os
@@ -10,16 +14,13 @@ import stat
 
 import yaml
 
-from . import npu_smi
+from . import hdk, npu_smi
 
 HERE = pathlib.Path(__file__).resolve().parent
 PROFILES_FILE = HERE / "profiles.yml"
 MODEL_NAME = "Qwen3-VL-8B-Instruct"
 MODEL_SHARDS = 4
 
-# Character device numbers in Linux's "local/experimental use" range (240-254): no real driver owns them.
-DAVINCI_MAJOR = 240
-MANAGER_DEVICES = {"davinci_manager": (241, 0), "devmm_svm": (242, 0), "hisi_hdc": (243, 0)}
 
 # Enough of Qwen3-VL-8B-Instruct's config for the stand-in and the model checks; weights are placeholders.
 MODEL_CONFIG = {
@@ -62,57 +63,37 @@ def _write(path, text, mode=0o644):
         os.chmod(path, mode)
 
 
-def _char_device(path, major, minor):
-    device = os.makedev(major, minor)
-    if path.exists() or path.is_symlink():
-        info = path.lstat()
-        if stat.S_ISCHR(info.st_mode) and info.st_rdev == device:
-            return
-        path.unlink()
-    os.mknod(path, 0o660 | stat.S_IFCHR, device)
-
-
 def build_root(root, profile):
     """Create or refresh one host's root folder from its profile."""
     root = pathlib.Path(root)
-    expanded = npu_smi.expand_profile(profile)
-    dev = root / "dev"
-    dev.mkdir(parents=True, exist_ok=True)
-    wanted = {}
-    for card in expanded["cards"]:
-        for chip in card["chips"]:
-            # The driver names a chip's node by its physical id; missing_devices names chips by logic id.
-            if chip["logic_id"] not in profile.get("missing_devices", []):
-                wanted["davinci%d" % chip["phy_id"]] = (DAVINCI_MAJOR, chip["phy_id"])
-    wanted.update(MANAGER_DEVICES)
-    for existing in dev.iterdir():
-        if existing.name not in wanted:
-            existing.unlink()
-    for name, (major, minor) in wanted.items():
-        _char_device(dev / name, major, minor)
-
-    driver = root / "usr/local/Ascend/driver"
-    driver_version = profile.get("driver_file_version", expanded["driver"])
-    _write(driver / "version.info", "".join([
-        "Version=%s\n" % driver_version,
-        "ascendhal_version=7.35.23\naicpu_version=1.0\ntdt_version=1.0\nlog_version=1.0\nprof_version=2.0\n",
-        "dvppkernels_version=1.1\ntsfw_version=1.0\n",
-        "package_version=%s\n" % driver_version,
-    ]))
-    for library in ("libascend_hal.so", "libdrvdsmi_host.so", "libc_sec.so"):
-        _write(driver / "lib64" / library, "twin placeholder for the Ascend driver's %s\n" % library)
-    _write(root / "usr/local/Ascend/firmware/version.info",
-           "Version=%s\nfirmware_version=1.0\npackage_version=%s\n" % (expanded["firmware"], driver_version))
-    _write(root / "etc/ascend_install.info", "".join([
-        "UserName=HwHiAiUser\nUserGroup=HwHiAiUser\n",
-        "Driver_Install_Type=full\nDriver_Install_Path_Param=/usr/local/Ascend\n",
-        "Driver_Install_For_All=yes\nDriver_Install_Mode=normal\n",
-        "Firmware_Install_Type=full\nFirmware_Install_Path_Param=/usr/local/Ascend\n",
-    ]))
-    _write(root / "usr/local/dcmi" / npu_smi.PROFILE_NAME, json.dumps(profile, indent=2, sort_keys=True) + "\n")
-    _write(root / "usr/local/dcmi/dcmi_interface_api.h", "/* twin placeholder for the dcmi header */\n")
-    _write(root / "usr/local/bin/npu-smi", (HERE / "npu_smi.py").read_text(), mode=0o755)
     build_model(root / "data/models" / MODEL_NAME)
+    # What the machine has, and the twin's own programs that act on it (the packages' boot step).
+    state = root / hdk.STATE_DIR / hdk.HARDWARE_FILE
+    for name in ("hdk.py", "npu_smi.py"):
+        _write(root / hdk.STATE_DIR / name, (HERE / name).read_text())
+    if state.exists():
+        return
+    (root / "usr/local/Ascend").mkdir(parents=True, exist_ok=True)
+    (root / "dev").mkdir(parents=True, exist_ok=True)
+    if profile.get("driver", "") is not None:
+        build_driver_files(root, profile)
+    hdk.write_hardware(root, hdk.initial_hardware(profile))
+
+
+def build_driver_files(root, profile):
+    """What an installed driver and firmware leave on a host, as the profile says they are: written by the
+    package stand-ins' own writers."""
+    expanded = npu_smi.expand_profile(profile)
+    hdk.make_device_nodes(root, profile)
+    driver_version = profile.get("driver_file_version", expanded["driver"])
+    hdk.write_driver_files(root, hdk.DEFAULT_INSTALL_PATH, driver_version, (HERE / "npu_smi.py").read_text())
+    hdk.write_firmware_files(root, hdk.DEFAULT_INSTALL_PATH, expanded["firmware"], driver_version)
+    hdk.update_install_info(root, [
+        ("UserName", hdk.RUN_USER), ("UserGroup", hdk.RUN_USER), ("Driver_Install_Type", "full"),
+        ("Driver_Install_Path_Param", hdk.DEFAULT_INSTALL_PATH), ("Driver_Install_For_All", "yes"),
+        ("Driver_Install_Mode", "normal"), ("Firmware_Install_Type", "full"),
+        ("Firmware_Install_Path_Param", hdk.DEFAULT_INSTALL_PATH)])
+    _write(root / "usr/local/dcmi" / npu_smi.PROFILE_NAME, json.dumps(profile, indent=2, sort_keys=True) + "\n")
 
 
 def build_model(folder):

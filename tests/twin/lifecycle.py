@@ -48,8 +48,10 @@ ROOTS = {
     "python": ["python3"],
     # haproxy: the fleet's gateway; a twin host reaches no package mirror, so the root has it as a site's own
     # mirror would give it (the gateway role's package task then finds it installed).
+    # make, gcc, dkms, pciutils, net-tools: the NPU driver's build dependencies (the ascend_driver role checks
+    # them; tests/twin/host/Dockerfile adds the running kernel's headers as a placeholder package).
     "host": ["python3", "openssh-server", "sudo", "docker.io", "iptables", "iproute2", "ca-certificates", "procps",
-             "haproxy"],
+             "haproxy", "make", "gcc", "dkms", "pciutils", "net-tools"],
 }
 BASE_REPOSITORY = "ascend-vllm-fleet-twin/debian-"
 # The registry's port on the twin network, where hosts reach it as fleet.REGISTRY_NAME (the inventory's mirror).
@@ -244,9 +246,8 @@ class Twin:
 
     def build_host_image(self, state):
         folder = HERE / "host"
-        state["host_image"] = self.build(self.host_image, "host", [(folder / "Dockerfile", "Dockerfile"),
-                                                                   (folder / "init.sh", "init.sh")],
-                                         self.source_hash("host", folder))
+        files = [(path, path.name) for path in sorted(folder.iterdir()) if path.is_file()]
+        state["host_image"] = self.build(self.host_image, "host", files, self.source_hash("host", folder))
         self.save_state(state)
         return state["host_image"]
 
@@ -364,6 +365,7 @@ class Twin:
                 log("stopped a registry (pid %d)" % pid)
         if state.get("inventory") and pathlib.Path(state["inventory"]).exists():
             pathlib.Path(state["inventory"]).unlink()
+            shutil.rmtree(pathlib.Path(state["inventory"]).parent / fleet.PACKAGES_DIR, ignore_errors=True)
         if self.home.exists():
             shutil.rmtree(self.home)
         if purge and self.cache.exists():

@@ -51,6 +51,7 @@ UNFORESEEN = {
                    "probe", "probing http://127.0.0.1:9"),
     "vllm_load_test": ({"api_key": SECRET, "base_url": "http://127.0.0.1:9", "_ansible_check_mode": True},
                        "plan", "the load test of http://127.0.0.1:9"),
+    "npu_holders": ({"docker": "/nonexistent/docker"}, "processes", "listing what holds the NPU device nodes in /dev"),
     "haproxy_server": ({"backend": "vllm_instances", "server": "npu-node-01:vllm-ascend", "state": "drain"}, "apply",
                        "setting vllm_instances/npu-node-01:vllm-ascend to drain through /run/haproxy/admin.sock"),
 }

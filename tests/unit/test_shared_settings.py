@@ -50,9 +50,10 @@ def test_no_fallback_for_a_variable_some_role_defines(role):
     assert found == [], "fallbacks that repeat a role default: %s" % "; ".join(found)
 
 
-def test_play_keywords_repeat_the_fleet_defaults_exactly():
-    """serial and max_fail_percentage are read before any role loads, so deploy.yml carries the defaults too."""
-    (play,) = yaml.safe_load((REPO / "playbooks/deploy.yml").read_text())
+@pytest.mark.parametrize("playbook", ["deploy.yml", "driver.yml"])
+def test_play_keywords_repeat_the_fleet_defaults_exactly(playbook):
+    """serial and max_fail_percentage are read before any role loads, so a batched play carries the defaults too."""
+    (play,) = [play for play in yaml.safe_load((REPO / "playbooks" / playbook).read_text()) if "serial" in play]
     fleet = defaults("fleet")
     assert play["serial"] == "{{ fleet_serial | default('%s') }}" % fleet["fleet_serial"]
     assert play["max_fail_percentage"] == "{{ fleet_max_fail_percentage | default(%d) }}" % (

@@ -4,7 +4,17 @@ Kept in Python rather than Jinja so every rule reads as one function and is unit
 which check, what was found, what is required and how to fix it; the role adds the host name.
 """
 import os
+import pathlib
 import re
+import sys
+
+# On a controller that installed only requirements.txt, the package is importable from this repository.
+REPO = str(pathlib.Path(__file__).resolve().parents[3])
+if REPO not in sys.path:
+    sys.path.append(REPO)
+
+from ascend_vllm_fleet.mounts import free_bytes  # noqa: E402
+from ascend_vllm_fleet.versions import version_key  # noqa: E402
 
 # Known trouble with 24.x drivers (vLLM-Ascend issue 3860, and the seed's experience with 24.x + vLLM 0.11.0),
 # and the driver families CANN 8.5 (inside the v0.18.0rc1 image) supports.
@@ -17,20 +27,6 @@ HELD_CHIP_WHY = "a chip held by another process makes the vLLM container fail wi
 def finding(check, found, required, fix):
     return {"check": check, "found": found, "required": required, "fix": fix,
             "message": "%s: found %s; required %s. Fix: %s" % (check, found, required, fix)}
-
-
-def version_key(version):
-    """Order Ascend versions: numbers numerically, an rc before the release it leads to (25.5.rc1 < 25.5.0)."""
-    key = []
-    for token in str(version).lower().split("."):
-        rc = re.match(r"^rc(\d+)$", token)
-        if token.isdigit():
-            key.append((1, int(token), ""))
-        elif rc:
-            key.append((0, int(rc.group(1)), ""))
-        else:
-            key.append((-1, 0, token))
-    return key
 
 
 def version_ok(found, required, policy):
@@ -173,17 +169,6 @@ def check_processes(facts, own_container_ids):
     return [finding("chip in use", "; ".join(foreign), "no process outside this collection's containers on a chip",
                     "stop that process (`kill <pid>`) or the container running it (`docker ps`); %s"
                     % HELD_CHIP_WHY)]
-
-
-def free_bytes(path, mounts):
-    """Free bytes of the filesystem holding path, from Ansible's mounts facts (longest matching mount point)."""
-    best = None
-    for mount in mounts or []:
-        point = mount.get("mount", "")
-        inside = path == point or path.startswith(point.rstrip("/") + "/") or point == "/"
-        if inside and (best is None or len(point) > len(best["mount"])):
-            best = mount
-    return (best["size_available"], best["mount"]) if best else (None, None)
 
 
 def check_disk(disk_checks, mounts):

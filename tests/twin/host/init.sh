@@ -1,9 +1,14 @@
 #!/bin/sh
-# PID 1 of a twin host: start what a booted Ascend server runs (sshd, dockerd), then wait for the stop signal.
+# PID 1 of a twin host: boot what an Ascend server runs (sshd, dockerd), then wait for the stop signal or for a
+# reboot (tests/twin/host/shutdown sends SIGUSR1).
 #   TWIN_AUTHORIZED_KEY   public key that may log in as `ops`
 #   TWIN_CGROUP_PARENT    cgroup under which this host's engine puts its containers (one per twin host)
+#   TWIN_BOOT_SECONDS     how long a reboot keeps the host unreachable (default 3)
 set -eu
 : "${TWIN_AUTHORIZED_KEY:?}" "${TWIN_CGROUP_PARENT:?}"
+# What the driver installer stand-in keeps (tests/twin/hdk.py): a reboot loads the installed driver and the
+# firmware in flash, as on a real host.
+HDK_BOOT=/var/lib/ascend-twin/hdk.py
 
 ssh-keygen -A >/dev/null   # this host's own keys, made at its first boot and kept after
 install -d -m 0700 -o ops -g ops /home/ops/.ssh
@@ -17,12 +22,41 @@ if [ ! -e /etc/docker/daemon.json ]; then
   printf '{\n  "storage-driver": "vfs",\n  "cgroup-parent": "/%s"\n}\n' "$TWIN_CGROUP_PARENT" > /etc/docker/daemon.json
 fi
 
-mkdir -p /run/sshd
-service ssh start >/dev/null
-service docker start >/dev/null
+start_services() {
+  # Every boot has its own boot ID, as the kernel gives a real one: it is how Ansible's reboot module tells
+  # that the host came back from a reboot rather than never went down.
+  cat /proc/sys/kernel/random/uuid > /run/twin-boot-id
+  mount --bind /run/twin-boot-id /proc/sys/kernel/random/boot_id
+  mkdir -p /run/sshd
+  service ssh start >/dev/null
+  service docker start >/dev/null
+}
 
+reboot_host() {
+  echo "twin host: rebooting"
+  service docker stop >/dev/null 2>&1 || true
+  service ssh stop >/dev/null 2>&1 || true
+  kill -TERM -1 2>/dev/null || true   # every process but this one, as a shutdown does
+  sleep 1
+  kill -KILL -1 2>/dev/null || true
+  umount /proc/sys/kernel/random/boot_id
+  if [ -e "$HDK_BOOT" ]; then
+    python3 "$HDK_BOOT" boot
+  fi
+  sleep "${TWIN_BOOT_SECONDS:-3}"
+  start_services
+  echo "twin host: up again"
+}
+
+start_services
+reboot_requested=0
 trap 'service docker stop >/dev/null 2>&1; exit 0' TERM INT
+trap 'reboot_requested=1' USR1
 while :; do
   sleep 3600 &
   wait $! || true
+  if [ "$reboot_requested" = 1 ]; then
+    reboot_requested=0
+    reboot_host
+  fi
 done

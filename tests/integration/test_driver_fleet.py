@@ -1,0 +1,113 @@
+"""playbooks/driver.yml on a twin fleet: a 24.1.rc2 host and a host without a driver go to 25.5.2 / 7.8.0.7.220
+in one run and are rebooted, a host on the release is left alone, a host where someone else's container holds a
+chip is refused by that container's name; check mode only shows the plan; site.yml then serves on all three."""
+import json
+import urllib.request
+
+import pytest
+
+from twin_fleet import DEFAULT_PORT, PlayFleet
+
+pytestmark = pytest.mark.docker
+GOOD, OLD, FRESH, HELD = "drv-good", "drv-old", "drv-fresh", "drv-held"
+DRIVER, FIRMWARE = "25.5.2", "7.8.0.7.220"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    fleet = PlayFleet(tmp_path_factory.mktemp("driver"),
+                      {GOOD: "duo2", OLD: "driver_24_1_rc2", FRESH: "fresh", HELD: "chip_container"})
+    yield fleet
+    fleet.down()
+
+
+def boot_id(host):
+    return host.exec("cat", "/proc/sys/kernel/random/boot_id").stdout.strip()
+
+
+def board(host, npu_id):
+    """(Software Version, Firmware Version) npu-smi reports for a card."""
+    text = host.exec("/usr/local/bin/npu-smi", "info", "-t", "board", "-i", str(npu_id)).stdout
+    values = {key.strip(): value.strip() for key, value in
+              (line.split(" : ", 1) for line in text.splitlines() if " : " in line)}
+    return values["Software Version"], values["Firmware Version"]
+
+
+def installed(host):
+    """What the driver's and firmware's version.info say, or None for a missing one."""
+    found = []
+    for component in ("driver", "firmware"):
+        path = "/usr/local/Ascend/%s/version.info" % component
+        found.append(host.read_text(path).splitlines()[0] if host.exists(path) else None)
+    return found
+
+
+def plan_lines(run):
+    """The fleet's plan as the run printed it, one line per host."""
+    (shown,) = run.results("Show the fleet's plan").values()
+    return shown["msg"]
+
+
+def test_preflight_refuses_the_hosts_off_the_release(fleet):
+    run = fleet.play(playbook="playbooks/preflight.yml")
+    assert run.failed_hosts() == sorted([OLD, FRESH, HELD]), run.stdout
+    assert "driver version: found 24.1.rc2 (a 24.x driver)" in run.stdout
+    assert "npu-smi not found" in run.stdout
+
+
+def test_check_mode_shows_the_plan_and_changes_nothing(fleet):
+    before = {name: (boot_id(fleet[name]), installed(fleet[name])) for name in fleet.hosts}
+    run = fleet.play("--check", playbook="playbooks/driver.yml")
+    assert run.changed() == 0, run.stdout
+    text = "\n".join(plan_lines(run))
+    assert "%s: current (driver %s, firmware %s): nothing to do" % (GOOD, DRIVER, FIRMWARE) in text
+    assert ("%s: upgrade: firmware upgrade 7.3.0.1.231 -> %s (Ascend-hdk-310p-npu-firmware_%s.run), then driver "
+            "upgrade 24.1.rc2 -> %s" % (OLD, FIRMWARE, FIRMWARE, DRIVER)) in text, text
+    assert "%s: install: driver install none -> %s" % (FRESH, DRIVER) in text
+    assert "container npu-exporter" in text
+    after = {name: (boot_id(fleet[name]), installed(fleet[name])) for name in fleet.hosts}
+    assert after == before
+    assert not fleet[FRESH].exists("/var/lib/ascend-vllm-fleet/hdk")
+    assert fleet[FRESH].exec("id", "HwHiAiUser", check=False).returncode != 0
+
+
+def test_one_run_brings_both_hosts_to_the_release_and_reboots_only_them(fleet):
+    before = {name: boot_id(fleet[name]) for name in fleet.hosts}
+    run = fleet.play(playbook="playbooks/driver.yml")
+    assert run.failed_hosts() == [HELD], run.stdout
+    assert "Refused on %s, nothing changed" % HELD in run.stdout
+    assert "container npu-exporter (image npu-exporter:twin) maps /dev/davinci0" in run.stdout
+    assert run.stats["changed"].get(GOOD, 0) == 0, run.stdout
+    after = {name: boot_id(fleet[name]) for name in fleet.hosts}
+    assert [name for name in fleet.hosts if after[name] != before[name]] == sorted([OLD, FRESH])
+    for name, npu_ids in ((OLD, (6, 224)), (FRESH, (3,))):
+        assert installed(fleet[name]) == ["Version=%s" % DRIVER, "Version=%s" % FIRMWARE]
+        for npu_id in npu_ids:
+            assert board(fleet[name], npu_id) == (DRIVER, FIRMWARE)
+    # The packages ran in Huawei's order, with the options of a first install or an upgrade.
+    log = fleet[OLD].read_text("/var/log/ascend_seclog/operation.log")
+    assert log.index("firmware") < log.index("driver"), log
+    log = fleet[FRESH].read_text("/var/log/ascend_seclog/operation.log")
+    assert log.index("driver") < log.index("firmware"), log
+    # The held host kept its driver and its exporter.
+    assert installed(fleet[HELD])[0] == "Version=24.1.rc2"
+    assert fleet[HELD].inspect("npu-exporter")["State"]["Running"]
+    # Preflight ran after the change and passed where the driver changed.
+    assert run.results("Pass only hosts that can serve").keys() >= {GOOD, OLD, FRESH}
+
+
+def test_a_second_run_changes_nothing(fleet):
+    before = {name: boot_id(fleet[name]) for name in fleet.hosts}
+    run = fleet.play("--limit", ",".join([GOOD, OLD, FRESH]), playbook="playbooks/driver.yml")
+    assert run.rc == 0 and run.changed() == 0, run.stdout
+    assert {name: boot_id(fleet[name]) for name in fleet.hosts} == before
+
+
+def test_site_then_serves_on_every_fixed_host(fleet):
+    run = fleet.play("--limit", ",".join([GOOD, OLD, FRESH]), preflight=True)
+    assert run.rc == 0, run.stdout
+    for name in (GOOD, OLD, FRESH):
+        with urllib.request.urlopen(fleet[name].url(DEFAULT_PORT) + "/health", timeout=10) as response:
+            assert response.status == 200
+        plan = json.loads(fleet[name].read_text("/etc/vllm-ascend/plan.json"))
+        assert plan["instances"], plan
