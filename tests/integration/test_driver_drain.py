@@ -1,7 +1,5 @@
 """A serving host's driver change: its instances are drained on the gateway and stopped before the packages run,
 put back on the gateway after, and site.yml then starts them and the gateway serves them again."""
-import csv
-import io
 import json
 import time
 import urllib.request

@@ -1,22 +1,29 @@
 """playbooks/driver.yml on a twin fleet: a 24.1.rc2 host and a host without a driver go to 25.5.2 / 7.8.0.7.220
 in one run and are rebooted, a host on the release is left alone, a host where someone else's container holds a
-chip is refused by that container's name; check mode only shows the plan; site.yml then serves on all three."""
+chip is refused by that container's name, a host whose package fails stops with the installer's words; check mode
+only shows the plan; site.yml then serves on the three."""
 import json
+import platform
 import urllib.request
 
 import pytest
 
+from twin import hdk
 from twin_fleet import DEFAULT_PORT, PlayFleet
 
 pytestmark = pytest.mark.docker
-GOOD, OLD, FRESH, HELD = "drv-good", "drv-old", "drv-fresh", "drv-held"
+GOOD, OLD, FRESH, HELD, BROKEN = "drv-good", "drv-old", "drv-fresh", "drv-held", "drv-broken"
 DRIVER, FIRMWARE = "25.5.2", "7.8.0.7.220"
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     fleet = PlayFleet(tmp_path_factory.mktemp("driver"),
-                      {GOOD: "duo2", OLD: "driver_24_1_rc2", FRESH: "fresh", HELD: "chip_container"})
+                      {GOOD: "duo2", OLD: "driver_24_1_rc2", FRESH: "fresh", HELD: "chip_container",
+                       BROKEN: "driver_24_1_rc2"})
+    # Its driver package will fail as a DKMS build does (tests/twin/hdk.py reads `fail` from the host's hardware).
+    hardware = fleet[BROKEN].root / hdk.STATE_DIR / hdk.HARDWARE_FILE
+    hardware.write_text(json.dumps(dict(json.loads(hardware.read_text()), fail="driver")))
     yield fleet
     fleet.down()
 
@@ -50,7 +57,7 @@ def plan_lines(run):
 
 def test_preflight_refuses_the_hosts_off_the_release(fleet):
     run = fleet.play(playbook="playbooks/preflight.yml")
-    assert run.failed_hosts() == sorted([OLD, FRESH, HELD]), run.stdout
+    assert run.failed_hosts() == sorted([OLD, FRESH, HELD, BROKEN]), run.stdout
     assert "driver version: found 24.1.rc2 (a 24.x driver)" in run.stdout
     assert "npu-smi not found" in run.stdout
 
@@ -71,10 +78,19 @@ def test_check_mode_shows_the_plan_and_changes_nothing(fleet):
     assert fleet[FRESH].exec("id", "HwHiAiUser", check=False).returncode != 0
 
 
+def test_a_driver_and_firmware_of_two_releases_are_refused_before_any_host_is_touched(fleet):
+    run = fleet.play("-e", "fleet_firmware_version=7.8.0.6.201", playbook="playbooks/driver.yml")
+    assert run.rc != 0 and run.changed() == 0
+    assert ("fleet_driver_version \"25.5.2\" with fleet_firmware_version \"7.8.0.6.201\" is not a release pair"
+            in run.stdout), run.stdout
+    assert "driver 25.5.2 ships with firmware 7.8.0.7.220" in run.stdout
+    assert run.results("Gather the host's OS, kernel and mounts") == {}
+
+
 def test_one_run_brings_both_hosts_to_the_release_and_reboots_only_them(fleet):
     before = {name: boot_id(fleet[name]) for name in fleet.hosts}
     run = fleet.play(playbook="playbooks/driver.yml")
-    assert run.failed_hosts() == [HELD], run.stdout
+    assert run.failed_hosts() == [BROKEN, HELD], run.stdout
     assert "Refused on %s, nothing changed" % HELD in run.stdout
     assert "container npu-exporter (image npu-exporter:twin) maps /dev/davinci0" in run.stdout
     assert run.stats["changed"].get(GOOD, 0) == 0, run.stdout
@@ -89,6 +105,13 @@ def test_one_run_brings_both_hosts_to_the_release_and_reboots_only_them(fleet):
     assert log.index("firmware") < log.index("driver"), log
     log = fleet[FRESH].read_text("/var/log/ascend_seclog/operation.log")
     assert log.index("driver") < log.index("firmware"), log
+    # The broken host stopped at its driver, after its firmware, with the installer's output and log.
+    failure = run.results("Stop with the installer's own words")[BROKEN]["msg"]
+    assert ("The driver package Ascend-hdk-310p-npu-driver_25.5.2_linux-%s.run failed on %s (exit code 1"
+            % (platform.machine(), BROKEN)) in failure[0]
+    assert any("Dkms install failed" in line for line in failure), failure
+    assert "Its log /var/log/ascend_seclog/ascend_install.log ends:" in failure
+    assert installed(fleet[BROKEN]) == ["Version=24.1.rc2", "Version=%s" % FIRMWARE]
     # The held host kept its driver and its exporter.
     assert installed(fleet[HELD])[0] == "Version=24.1.rc2"
     assert fleet[HELD].inspect("npu-exporter")["State"]["Running"]

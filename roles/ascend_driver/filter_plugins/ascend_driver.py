@@ -132,7 +132,7 @@ def ascend_driver_plan(facts, settings):
                      "architecture) into %s, or set ascend_driver_packages_url to a mirror folder that has it" % (
                          step["package"], settings["packages_dir"])
                      for step in steps if step["package"] in settings.get("missing_packages", [])]
-    if steps and settings.get("secure_boot", "").lower().startswith("secureboot enabled"):
+    if steps and settings["secure_boot"].lower().startswith("secureboot enabled"):
         warnings.append("Secure Boot is enabled: the driver's DKMS-built kernel modules load only if they are "
                         "signed with a key the firmware trusts (mokutil --import), or with Secure Boot off")
     if steps and facts.get("unhealthy_npu_ids"):
@@ -158,6 +158,7 @@ def ascend_driver_plan(facts, settings):
         "steps": steps,
         "reboot": reboot,
         "reboot_owed": bool(pending),
+        "secure_boot": settings["secure_boot"],
         "problems": problems,
         "warnings": warnings,
     }
@@ -172,7 +173,8 @@ def describe(host, plan):
                                                                            "rollback": "roll back"}[
                                plan[step["component"]]["action"]], step["from"] or "none", step["to"],
                                step["package"]) for step in plan["steps"])
-    line = "%s: %s: %s; reboot %s" % (host, plan["state"], steps or "no package", plan["reboot"])
+    line = "%s: %s: %s; reboot %s; Secure Boot: %s" % (host, plan["state"], steps or "no package", plan["reboot"],
+                                                      plan["secure_boot"])
     if plan["problems"]:
         line += ". REFUSED: " + " | ".join(plan["problems"])
     return line
