@@ -115,8 +115,6 @@ def test_one_run_brings_both_hosts_to_the_release_and_reboots_only_them(fleet):
     # The held host kept its driver and its exporter.
     assert installed(fleet[HELD])[0] == "Version=24.1.rc2"
     assert fleet[HELD].inspect("npu-exporter")["State"]["Running"]
-    # Preflight ran after the change and passed where the driver changed.
-    assert run.results("Pass only hosts that can serve").keys() >= {GOOD, OLD, FRESH}
 
 
 def test_a_second_run_changes_nothing(fleet):
