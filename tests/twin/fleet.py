@@ -168,9 +168,9 @@ class TwinHost:
             self.exec("useradd", "--create-home", "--shell", "/bin/bash", "HwHiAiUser")
         for container in profile.get("containers", []):
             if self.inspect(container["name"]) is None:
-                self.run_foreign_container(container)
+                self.run_foreign_container(profile, container)
 
-    def run_foreign_container(self, container):
+    def run_foreign_container(self, profile, container):
         """A container of someone else's on the host's chips, from the stand-in image loaded into its engine."""
         image = "%s:twin" % container["name"]
         build_tag = self.fleet.twin.load_state()["build_tag"]
@@ -179,7 +179,7 @@ class TwinHost:
                            shell=True, check=True, stdout=subprocess.DEVNULL)
             self.docker("tag", build_tag, image)
             self.docker("rmi", build_tag)
-        expanded = host_files.npu_smi.expand_profile(host_files.load_profiles()[self.profile_name])
+        expanded = host_files.npu_smi.expand_profile(profile)
         nodes = ["/dev/davinci%d" % chip["phy_id"] for card in expanded["cards"] for chip in card["chips"]
                  if chip["logic_id"] in container["chips"]]
         devices = [arg for node in nodes for arg in ("--device", node)]

@@ -42,6 +42,7 @@ def facts(driver="25.5.2", firmware="7.8.0.7.220", loaded=None, running=None, np
 def test_a_host_on_the_release_is_left_alone():
     plan = driver.ascend_driver_plan(facts(), settings())
     assert (plan["state"], plan["steps"], plan["reboot"], plan["problems"]) == ("current", [], "no", [])
+    assert plan["reboot_needed"] is False
     # Nothing to do: a chip held by anyone does not matter, nor do missing packages.
     busy = settings(holders={"processes": [], "containers": [dict(OURS, id="b" * 64, labels={}, name="x")]},
                     missing_packages=[DRIVER, FIRMWARE])
@@ -54,7 +55,7 @@ def test_a_host_without_a_driver_gets_the_driver_first_then_the_firmware():
     assert [(step["component"], step["options"]) for step in plan["steps"]] == [
         ("driver", ["--nox11", "--full", "--install-for-all", "--quiet"]),
         ("firmware", ["--nox11", "--full", "--quiet"])]
-    assert plan["reboot"].startswith("needed")
+    assert plan["reboot"].startswith("needed") and plan["reboot_needed"] is True
 
 
 def test_an_upgrade_puts_the_firmware_first_and_reboots():
@@ -72,12 +73,12 @@ def test_an_upgrade_puts_the_firmware_first_and_reboots():
 def test_a_driver_alone_reboots_only_if_its_hot_reset_fails():
     plan = driver.ascend_driver_plan(facts("25.5.1", "7.8.0.7.220"), settings())
     assert [step["component"] for step in plan["steps"]] == ["driver"]
-    assert plan["reboot"].startswith("only if")
+    assert plan["reboot"].startswith("only if") and plan["reboot_needed"] is False
 
 
 def test_firmware_installed_but_not_running_owes_a_reboot():
     plan = driver.ascend_driver_plan(facts(running="7.3.0.1.231"), settings())
-    assert (plan["state"], plan["steps"], plan["reboot_owed"]) == ("reboot", [], True)
+    assert (plan["state"], plan["steps"], plan["reboot_owed"], plan["reboot_needed"]) == ("reboot", [], True, True)
     assert "chips run 7.3.0.1.231" in plan["reboot"]
     plan = driver.ascend_driver_plan(facts(loaded="24.1.rc2"), settings())
     assert plan["state"] == "reboot" and "24.1.rc2 is loaded" in plan["reboot"]

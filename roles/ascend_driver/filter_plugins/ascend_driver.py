@@ -158,6 +158,8 @@ def ascend_driver_plan(facts, settings):
         "steps": steps,
         "reboot": reboot,
         "reboot_owed": bool(pending),
+        # Whether a reboot follows whatever the installers say; an exit code 2 adds one (tasks/reboot.yml).
+        "reboot_needed": reboot.startswith("needed"),
         "secure_boot": settings["secure_boot"],
         "problems": problems,
         "warnings": warnings,
