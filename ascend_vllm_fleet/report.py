@@ -14,7 +14,13 @@ total and a fleet total per group sum rps, output_tokens_per_s and total_tokens_
 the users, and keep the worst p95 latency among them. Only reliable rows count; a group that an instance lacks,
 or holds only unreliably, makes the total partial (marked, with the instances missing), never silently smaller.
 The fleet's capacity per image size and max_tokens is the recommendation's rule applied to the complete fleet
-totals, the worst p95 standing for the group's p95. The totals are in totals.csv, one row per host, fleet and
+totals, the worst p95 standing for the group's p95.
+
+Answer checks. The load test asks each instance questions with one right answer before and after its matrix
+(module_utils/answer_check.py) and keeps the verdicts in the results file. Every row of an instance with a
+failed check is marked (``answers``: failed; passed, or not checked, otherwise) and, like an unreliable row,
+left out of the medians, the recommendations, the comparison and the totals: throughput of garbage is no
+capacity. The totals are in totals.csv, one row per host, fleet and
 gateway group.
 
 Gateway results. A load test run against the gateway (an HAProxy in front of the whole fleet, the fleet as users
@@ -41,10 +47,11 @@ import jinja2
 from .host_code import REPO, load_module_util
 
 bench_record = load_module_util("bench_record")
+answer_check = load_module_util("answer_check")
 parse_size = load_module_util("png_images").parse_size
 
 TEMPLATES = REPO / "templates"
-COLUMNS = ("host", "instance") + bench_record.FIELD_NAMES
+COLUMNS = ("host", "instance") + bench_record.FIELD_NAMES + ("answers",)
 # An instance whose throughput is below this share of the fleet's median is called out as slow.
 SLOW_SHARE = 0.8
 # The metrics the report reads from a record (None where a group had no completed request); it cannot do
@@ -107,7 +114,7 @@ def load(report_dir):
     if not report_dir.is_dir():
         raise SystemExit("report folder %s is not a folder: %s. Fix: give the folder the benchmark wrote"
                          % (report_dir, expected))
-    rows, skipped = [], []
+    rows, skipped, checks = [], [], []
     raw = report_dir / "raw"
     for path in sorted(raw.glob("*/*" + bench_record.RESULTS_SUFFIX)):
         where = path.relative_to(report_dir)
@@ -123,7 +130,10 @@ def load(report_dir):
                                  "again (the benchmark without resume) or delete its line" % (
                                      where, record["image_size"], record["max_tokens"], record["concurrency"],
                                      problem))
-        rows += [dict(record, host=host, instance=instance) for record in records]
+        asked = bench_record.read_answer_checks(path)
+        answers = answers_verdict(asked)
+        checks.append({"host": host, "instance": instance, "answers": answers, "checks": asked})
+        rows += [dict(record, host=host, instance=instance, answers=answers) for record in records]
         if cut:
             skipped.append({"host": host, "instance": instance, "lines": cut})
     if not rows:
@@ -132,11 +142,20 @@ def load(report_dir):
         raise SystemExit("no benchmark results under %s (expected raw/<host>/<instance>%s)%s. Fix: fetch the results "
                          "first (the benchmark playbook does), or give the report folder that holds them"
                          % (raw, bench_record.RESULTS_SUFFIX, unread))
-    return rows, skipped
+    return rows, skipped, checks
+
+
+def answers_verdict(checks):
+    """failed when any answer check of an instance failed, passed when some were asked and all passed, else
+    "not checked"."""
+    if any(check.get("passed") is not True for check in checks):
+        return "failed"
+    return "passed" if checks else "not checked"
 
 
 def reliable(row):
-    return not row.get("unreliable")
+    """A row to count: its error rate under the threshold, and its instance's answers not failed."""
+    return not row.get("unreliable") and row.get("answers") != "failed"
 
 
 def through_gateway(row):
@@ -290,8 +309,8 @@ def capacity(points, latency_target, who):
 
 def comparison(rows):
     """Each instance's throughput at the heaviest group every instance ran, against the fleet's median (rows
-    measured through the gateway are left out)."""
-    rows = instance_rows(rows)
+    measured through the gateway, and instances whose answers failed, are left out)."""
+    rows = [row for row in instance_rows(rows) if row.get("answers") != "failed"]
     instances = sorted({(row["host"], row["instance"]) for row in rows})
     shared = None
     for host, instance in instances:
@@ -469,9 +488,11 @@ def data_uri(path):
 
 
 def render(name, **context):
+    # report.html.j2 is escaped as HTML: host names and error texts come from inventories and servers.
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                                     autoescape=jinja2.select_autoescape(["html"]), undefined=jinja2.StrictUndefined,
-                                     trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                                     autoescape=jinja2.select_autoescape(["html", "html.j2"]),
+                                     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                                     keep_trailing_newline=True)
     return environment.get_template(name).render(**context)
 
 
@@ -483,15 +504,15 @@ def build(report_dir, latency_target):
                          "recommended concurrency must meet, such as %g"
                          % (latency_target, bench_record.LATENCY_TARGET_S))
     report_dir = pathlib.Path(report_dir)
-    rows, skipped = load(report_dir)
+    rows, skipped, checks = load(report_dir)
     try:
-        return write_report(report_dir, rows, skipped, latency_target)
+        return write_report(report_dir, rows, skipped, checks, latency_target)
     except OSError as error:
         raise SystemExit("cannot write the report into %s: %s. Fix: make the folder writable, free disk space, or "
                          "move away what stands where a report file goes" % (report_dir, error)) from None
 
 
-def write_report(report_dir, rows, skipped, latency_target):
+def write_report(report_dir, rows, skipped, checks, latency_target):
     write_csv(rows, report_dir / "results.csv")
     reference, entries = comparison(rows)
     host_totals, fleet_totals = totals(rows)
@@ -507,7 +528,10 @@ def write_report(report_dir, rows, skipped, latency_target):
         "instances": len({(row["host"], row["instance"]) for row in measured}),
         "groups": len(rows),
         "unreliable_groups": [{k: row.get(k) for k in ("host", "instance") + bench_record.GROUP_FIELDS
-                               + ("error_rate", "errors")} for row in rows if not reliable(row)],
+                               + ("error_rate", "errors")} for row in rows if row.get("unreliable")],
+        "answer_checks": checks,
+        "answers_failed": [{"host": entry["host"], "instance": entry["instance"]} for entry in checks
+                           if entry["answers"] == "failed"],
         "skipped_lines": skipped,
         "recommended": recommendations(rows, latency_target),
         "comparison_reference": reference,
@@ -527,7 +551,7 @@ def write_report(report_dir, rows, skipped, latency_target):
     embed = lambda figure: dict(figure, data_uri=data_uri(report_dir / figure["file"]))
     context = {"summary": summary, "totals_figure": embed(totals_figure) if totals_figure else None,
                "figures": [embed(figure) for figure in figures], "fields": bench_record.FIELDS,
-               "notes": bench_record.NOTES}
+               "notes": bench_record.NOTES, "degenerate_rules": answer_check.DEGENERATE_RULES}
     for name in ("report.md", "report.html"):
         (report_dir / name).write_text(render(name + ".j2", **context), encoding="utf-8")
     return summary
@@ -535,9 +559,10 @@ def write_report(report_dir, rows, skipped, latency_target):
 
 def describe(report_dir, summary):
     """The line that tells an operator where the report is and what it holds."""
-    return ("report: %s (%d groups, %d instance(s), %d slow; report.md, results.csv, totals.csv and summary.json "
-            "beside it)" % (pathlib.Path(report_dir) / "report.html", summary["groups"], summary["instances"],
-                            len(summary["slow_instances"])))
+    return ("report: %s (%d groups, %d instance(s), %d slow, %d whose answers failed; report.md, results.csv, "
+            "totals.csv and summary.json beside it)" % (
+                pathlib.Path(report_dir) / "report.html", summary["groups"], summary["instances"],
+                len(summary["slow_instances"]), len(summary["answers_failed"])))
 
 
 def main(argv=None):

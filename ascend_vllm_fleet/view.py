@@ -315,7 +315,7 @@ def report_summary(report_dir, summary):
     from . import report
 
     report_dir = pathlib.Path(report_dir)
-    rows, _skipped = report.load(report_dir)
+    rows = report.load(report_dir)[0]
     target = summary["latency_target_s"]
     workloads = [(entry["image_size"], entry["max_tokens"]) for entry in summary["recommended"]]
     table = [["host"] + ["%s/%s" % workload for workload in workloads]]
@@ -345,6 +345,9 @@ def report_summary(report_dir, summary):
         lines += ["  %s %s: %.0f tokens/s, %d%% of the median" % (
             entry["host"], entry["instance"], entry["total_tokens_per_s"], round(100 * entry["share_of_median"]))
             for entry in slow]
+    if summary["answers_failed"]:
+        lines.append("answers failed (their rows are left out of every figure): %s" % ", ".join(
+            "%s %s" % (entry["host"], entry["instance"]) for entry in summary["answers_failed"]))
     if summary["unreliable_groups"]:
         lines.append("unreliable groups (error rate over the threshold): %d; rerun them with "
                      "-e vllm_bench_resume=true" % len(summary["unreliable_groups"]))

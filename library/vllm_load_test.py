@@ -33,6 +33,11 @@ description:
     C(<results_file>.progress.json) tells which group runs and how far it is, and when the run ended and why;
     with C(resume), groups already in the file are not run again (unless marked unreliable), so an
     interrupted run loses at most one group.
+  - Before the first group and after the last, asks the model questions with one right answer about pictures it
+    draws (C(answer_check), the rules of C(module_utils/answer_check.py), as C(vllm_probe) asks them), so a model
+    that answers garbage - on 310P the C(!!!!!!!!) of an fp16 overflow - or goes bad during a long run shows
+    beside its figures. The verdicts are returned in C(answer_checks) and written to C(results_file); a failed
+    one does not stop the run.
   - Standard library only, Python 3.8 or later on the host.
 version_added: "1.0.0"
 author:
@@ -126,6 +131,13 @@ options:
     description: Decode time per token used by check mode's estimate (about 0.09 s on a 310P3 pair with TP 2).
     type: float
     default: 0.09
+  answer_check:
+    description:
+      - C(known) - the known questions must be answered right and not degenerate; C(sane) - one answer must not be
+        degenerate; C(none) - no question is asked. As C(vllm_probe)'s option of the same name.
+    type: str
+    choices: [known, sane, none]
+    default: known
 attributes:
   check_mode:
     description: Can run in check mode and return what a run would do.
@@ -244,6 +256,21 @@ groups:
       unreliable: false
       finished_at: 1796000000.0
       resumed: false
+answer_checks:
+  description:
+    - The answer checks of this run, C(before) and C(after) the matrix (none with C(answer_check) none or in
+      check mode); each as C(vllm_probe) returns its C(answer_check), with C(answer_check) (before or after) and
+      C(checked_at) (Unix time). In C(results_file) each is a line of its own.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - answer_check: before
+      mode: known
+      passed: false
+      failure: "the answer check (known) failed: asked ... got \"!!!!!!!!\" (degenerate: ...)"
+      asked: []
+      checked_at: 1796000000.0
 """
 
 import functools
@@ -253,8 +280,16 @@ import sys
 import threading
 import time
 
+from ansible.module_utils.answer_check import CHECKS, asker, check_answers
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.bench_record import ProgressWriter, append_result, group_key, read_results, summarise
+from ansible.module_utils.bench_record import (
+    ProgressWriter,
+    answer_check_record,
+    append_result,
+    group_key,
+    read_results,
+    summarise,
+)
 from ansible.module_utils.openai_client import (
     Client,
     ClientError,
@@ -286,6 +321,7 @@ ARGUMENT_SPEC = dict(
     results_file=dict(type="path"),
     resume=dict(type="bool", default=False),
     estimate_seconds_per_token=dict(type="float", default=0.09, no_log=False),
+    answer_check=dict(type="str", default="known", choices=list(CHECKS)),
 )
 # The warm-up's answers are short: it only has to get the server past its first, slow requests.
 WARMUP_MAX_TOKENS = 16
@@ -472,6 +508,18 @@ def count_request(progress, state):
     progress.update(state)
 
 
+def check_answers_now(params, client, model, when, result):
+    """Ask the answer check's questions (before or after the matrix), keep the verdict in the results and the
+    results file."""
+    if params["answer_check"] == "none":
+        return
+    record = answer_check_record(when, check_answers(asker(client, model, params["request_timeout_s"]),
+                                                     params["answer_check"]))
+    if params["results_file"]:
+        append_result(params["results_file"], record)
+    result["answer_checks"].append(record)
+
+
 def measure(params, client, groups, result, progress):
     served = client.models()
     model = params["model"] or (served[0] if served else None)
@@ -485,7 +533,10 @@ def measure(params, client, groups, result, progress):
         # A group recorded as unreliable (say, run while the server was down) runs again.
         finished = {group_key(record): record for record in read_results(params["results_file"])[0]
                     if not record.get("unreliable")}
-    if len(finished) < len(groups):
+    # The answers vouch for the groups measured now: a resume with nothing left to measure asks nothing.
+    pending = len(finished) < len(groups)
+    if pending:
+        check_answers_now(params, client, model, "before", result)
         for _request in range(params["warmup_requests"]):
             progress.update({"groups_done": 0, "groups_total": len(groups)}, force=True)
             load_test.warm_up(groups[0])
@@ -506,6 +557,8 @@ def measure(params, client, groups, result, progress):
         if params["results_file"]:
             append_result(params["results_file"], record)
         result["groups"].append(dict(record, resumed=False))
+    if pending:
+        check_answers_now(params, client, model, "after", result)
 
 
 def run(params, check_mode=False):
@@ -515,7 +568,7 @@ def run(params, check_mode=False):
     progress = ProgressWriter(None if check_mode else params["results_file"])
     result = {"base_url": params["base_url"], "model": params["model"], "results_file": params["results_file"],
               "planned_groups": 0, "planned_requests": 0, "estimated_seconds": 0.0, "stopped_by_deadline": False,
-              "groups": []}
+              "groups": [], "answer_checks": []}
     try:
         client = validate(params)
         groups = plan(params)

@@ -21,6 +21,11 @@ description:
   - Then sends the request an operator sends by hand - one generated image plus a text prompt - and requires
     a non-empty answer and a C(usage) block. The image is made on the host (PNG, standard library), so hosts
     without internet can be probed.
+  - Then checks that the model answers right (C(answer_check)) - on 310P an fp16 overflow answers HTTP 200 with
+    C(!!!!!!!!) or degenerate text, and a wrong chat template or another model's weights answer 200 too. It asks
+    questions about pictures it draws (how many squares, what colour), each with one right answer, judged
+    leniently (English or Chinese, digits or words); the rules are those of C(module_utils/answer_check.py).
+    A failed check quotes each question, what was expected and what came back.
   - Only reads. Options it cannot use (an empty model name, a size it cannot make, a container name docker
     would read as an option) fail before any request; answers no vLLM server gives are named in the failure.
 version_added: "1.0.0"
@@ -88,6 +93,17 @@ options:
     type: list
     elements: str
     default: []
+  answer_check:
+    description:
+      - C(known) - the smoke answer must not be degenerate, and the known questions must be answered right (asked
+        in turn until two are right or two wrong; a degenerate answer fails at once).
+      - C(sane) - the smoke answer and one known question's answer must not be degenerate (one character or
+        punctuation repeated, a short unit repeated, replacement characters, nothing visible); any words pass.
+      - C(none) - only a non-empty smoke answer is required.
+      - Only with C(smoke_test).
+    type: str
+    choices: [known, sane, none]
+    default: known
 attributes:
   check_mode:
     description: Can run in check mode and probe as without it.
@@ -110,6 +126,11 @@ EXAMPLES = r"""
     model: Qwen3-VL-8B-Instruct
     container: vllm-ascend
     timeout: 1200
+
+- name: Only require answers that are words, not the "!!!!" of an fp16 overflow
+  vllm_probe:
+    model: Qwen3-VL-8B-Instruct
+    answer_check: sane
 """
 
 RETURN = r"""
@@ -134,6 +155,25 @@ usage:
   returned: when smoke_test
   type: dict
   sample: {"prompt_tokens": 318, "completion_tokens": 64, "total_tokens": 382}
+answer_check:
+  description:
+    - The answer check's verdict - C(mode), C(passed), C(failure) (null, or the message), and C(asked), per question
+      asked, its C(question) (a name), C(prompt), C(picture) (what the image shows), C(expected), C(answer),
+      C(verdict) (right, wrong, degenerate or no answer) and C(why).
+  returned: when smoke_test and the checks passed
+  type: dict
+  sample:
+    mode: known
+    passed: true
+    failure: null
+    asked:
+      - question: count-en
+        prompt: How many squares are in this picture? Answer with a number.
+        picture: 3 blue squares
+        expected: 3 (or three)
+        answer: "3"
+        verdict: right
+        why: null
 smoke_latency_s:
   description: Seconds the smoke request took.
   returned: when smoke_test
@@ -150,12 +190,14 @@ import json
 import re
 import time
 
+from ansible.module_utils.answer_check import ANSWER_FIX, CHECKS, asker, check_answers, degenerate, quote
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.docker_cli import run_docker
 from ansible.module_utils.openai_client import (
     Client,
     ClientError,
     ImageChat,
+    answer_text,
     image_data_url,
     key_from_env_file,
     served_models,
@@ -235,15 +277,6 @@ def wait_ready(client, params):
         time.sleep(POLL_S)
 
 
-def answer_text(reply):
-    """choices[0].message.content of a chat completion, when it is text; None otherwise."""
-    choices = reply.get("choices")
-    first = choices[0] if isinstance(choices, list) and choices else None
-    message = first.get("message") if isinstance(first, dict) else None
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, str) else None
-
-
 def smoke(client, params, size):
     body = ImageChat(params["model"], params["prompt"], params["max_tokens"]).body(image_data_url(png_image(*size)))
     started = time.time()
@@ -309,9 +342,22 @@ def check_required_files(params):
                                % (path, code, ": " + (err or out).strip() if (err or out).strip() else ""))
 
 
+def check_answers_of(client, params, smoke_answer):
+    """The answer check's verdict (module_utils/answer_check.py); RuntimeError quoting what failed."""
+    if params["answer_check"] != "none":
+        why = degenerate(smoke_answer)
+        if why:
+            raise RuntimeError("the image request's answer %s is degenerate (%s). %s"
+                               % (quote(smoke_answer), why, ANSWER_FIX))
+    verdict = check_answers(asker(client, params["model"], params["request_timeout"]), params["answer_check"])
+    if not verdict["passed"]:
+        raise RuntimeError(verdict["failure"])
+    return verdict
+
+
 def probe(client, params, size):
-    """The module's result once the server is ready (and answered the smoke request); ProbeFailed otherwise, with
-    the tail of the container's log."""
+    """The module's result once the server is ready (and answered the smoke request and the answer check);
+    ProbeFailed otherwise, with the tail of the container's log."""
     result = {"changed": False}
     try:
         ready_after, names = wait_ready(client, params)
@@ -319,6 +365,7 @@ def probe(client, params, size):
         if params["smoke_test"]:
             check_required_files(params)
             result.update(smoke(client, params, size))
+            result["answer_check"] = check_answers_of(client, params, result["answer"])
     except RuntimeError as error:
         logs = container_logs(params["docker"], params["container"], params["log_lines"]) \
             if params["container"] else ""
@@ -347,6 +394,7 @@ def main():
             max_tokens=dict(type="int", default=64, no_log=False),
             request_timeout=dict(type="int", default=300),
             required_files=dict(type="list", elements="str", default=[]),
+            answer_check=dict(type="str", default="known", choices=list(CHECKS)),
         ),
         supports_check_mode=True,
         mutually_exclusive=[("api_key", "api_key_file")],

@@ -10,8 +10,10 @@ follow the progress; the report reads the records. Standard library only and Pyt
 the hosts as well as on the controller.
 
 The results file (``<instance>.jsonl``) holds one JSON line per finished group, written and flushed when the
-group ends. Resumed runs append, so a later line of a group replaces an earlier one. A line cut by a crash
-mid-write is skipped (and counted) when read, and the next append starts on a line of its own.
+group ends, and a line for each answer check asked before and after the matrix (``answer_check``: before or
+after, with the verdict of module_utils/answer_check.py). Resumed runs append, so a later line of a group
+replaces an earlier one. A line cut by a crash mid-write is skipped (and counted) when read, and the next append
+starts on a line of its own.
 
 The progress file (``<results file>.progress.json``) is replaced whole while the run goes, at most every
 PROGRESS_EVERY_S seconds, and at once before each warm-up request, when a group starts and when the run
@@ -206,11 +208,20 @@ def instance_name(path):
     return name
 
 
-def read_results(path):
-    """(records, skipped lines) of a results file: one record per group, the last one written, in the order the
-    groups first appear; lines that hold no record (cut mid-write, or anything else: bytes that are not UTF-8
-    read as U+FFFD) are skipped. No file: no records."""
-    records, skipped = {}, 0
+def answer_check_record(when, verdict):
+    """The line of a results file that keeps an answer check's verdict (module_utils/answer_check.py), asked
+    before or after the matrix."""
+    return dict(verdict, answer_check=when, checked_at=time.time())
+
+
+def is_answer_check(line):
+    return isinstance(line, dict) and line.get("answer_check") in ("before", "after")
+
+
+def read_lines(path):
+    """(the JSON value of every line, lines that are no JSON) of a results file; no file: none. Bytes that are
+    not UTF-8 read as U+FFFD."""
+    values, skipped = [], 0
     try:
         handle = open(path, encoding="utf-8", errors="replace")
     except FileNotFoundError:
@@ -220,11 +231,31 @@ def read_results(path):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-                records[group_key(record)] = record
-            except (ValueError, KeyError, TypeError):  # TypeError: no object, or a group value such as a list
+                values.append(json.loads(line))
+            except ValueError:
                 skipped += 1
+    return values, skipped
+
+
+def read_results(path):
+    """(records, skipped lines) of a results file: one record per group, the last one written, in the order the
+    groups first appear; lines that hold no record (cut mid-write, or anything else) are skipped, answer checks
+    left to read_answer_checks. No file: no records."""
+    records = {}
+    values, skipped = read_lines(path)
+    for value in values:
+        if is_answer_check(value):
+            continue
+        try:
+            records[group_key(value)] = value
+        except (KeyError, TypeError):  # TypeError: no object, or a group value such as a list
+            skipped += 1
     return list(records.values()), skipped
+
+
+def read_answer_checks(path):
+    """The answer checks a results file keeps, in the order they were asked."""
+    return [value for value in read_lines(path)[0] if is_answer_check(value)]
 
 
 def _make_folder_of(path):

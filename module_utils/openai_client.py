@@ -46,11 +46,13 @@ class ImageChat:
     more than the image's base64.
     """
 
-    def __init__(self, model, prompt, max_tokens, stream=False, ignore_eos=None):
+    def __init__(self, model, prompt, max_tokens, stream=False, ignore_eos=None, temperature=None):
         request = {"messages": [{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": IMAGE_PLACEHOLDER}},
             {"type": "text", "text": prompt}]}],
             "model": model, "max_tokens": max_tokens}
+        if temperature is not None:
+            request["temperature"] = temperature
         if stream:
             # The usage block gives the server's token counts, image tokens included.
             request.update(stream=True, stream_options={"include_usage": True})
@@ -103,6 +105,15 @@ def served_models(answer):
     if not isinstance(answer, dict):
         return []
     return [entry.get("id") for entry in answer.get("data") or [] if isinstance(entry, dict)]
+
+
+def answer_text(reply):
+    """choices[0].message.content of a chat completion (a parsed answer), when it is text; None otherwise."""
+    choices = reply.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else None
 
 
 def token_problem(api_key):

@@ -130,5 +130,24 @@ def png_image(width, height, seed=0):
     return ImageSeries(width, height).png(seed)
 
 
+def shapes_png(width, height, squares, colour, background=(255, 255, 255)):
+    """PNG bytes of a plain background with filled squares of one colour, each square (left, top, side) in
+    pixels: a picture whose content has one right description, for questions a vision model must answer
+    (module_utils/answer_check.py). Parts of a square outside the picture are left out."""
+    back = bytes(background) * width
+    paint = bytes(colour)
+    rows = []
+    for y in range(height):
+        row = bytearray(back)
+        for left, top, side in squares:
+            if top <= y < top + side:
+                start, end = max(0, left), min(width, left + side)
+                if start < end:
+                    row[start * 3:end * 3] = paint * (end - start)
+        rows.append(b"\x00" + bytes(row))
+    return (PNG_SIGNATURE + _chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + _chunk(b"IDAT", zlib.compress(b"".join(rows), 6)) + _chunk(b"IEND", b""))
+
+
 def _clip(value):
     return 0 if value < 0 else 255 if value > 255 else int(value)

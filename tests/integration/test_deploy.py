@@ -296,6 +296,9 @@ def test_benchmark_playbook_reports_both_hosts(fleet, deployed, tmp_path):
     summary = json.loads((report_dir / "summary.json").read_text())
     # The quick preset: 3 image sizes x 2 output lengths x 2 concurrency levels, on each instance.
     assert summary["instances"] == 2 and summary["groups"] == 24 and summary["unreliable_groups"] == []
+    # Each instance answered the known questions right before and after its matrix.
+    assert [(entry["answers"], [check["answer_check"] for check in entry["checks"]])
+            for entry in summary["answer_checks"]] == [("passed", ["before", "after"])] * 2
     assert {(r["image_size"], r["max_tokens"]) for r in summary["recommended"]} == {
         (size, tokens) for size in ("640x480", "1280x720", "1920x1080") for tokens in (32, 256)}
     markdown = (report_dir / "report.md").read_text()
@@ -310,7 +313,7 @@ def test_benchmark_playbook_reports_both_hosts(fleet, deployed, tmp_path):
 def test_a_resumed_benchmark_runs_no_finished_group_again(fleet, deployed, tmp_path):
     results = "/var/lib/vllm-bench/%s.jsonl" % NAME
     before = fleet[A].read_text(results)
-    assert len(before.splitlines()) == 12
+    assert len(before.splitlines()) == 12 + 2  # the groups, and the answer checks before and after them
     run = fleet.play("-e", "vllm_bench_reports_dir=%s" % tmp_path, "-e", "vllm_bench_resume=true",
                      playbook="playbooks/benchmark.yml")
     assert run.rc == 0, run.stdout

@@ -173,3 +173,52 @@ def test_a_hosts_instances_load_together(fleet):
         ready.append(next(line.split()[0][:26] for line in lines if "Starting vLLM API server" in line))
     assert max(started) < min(ready), (started, ready)
     assert fleet.play("--limit", DUAL).rc == 0
+
+
+def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_serve(fleet, tmp_path):
+    """fp16 overflow on 310P: HTTP 200 and `!!!!`. The deploy fails that host with the answer quoted and serves the
+    other, the verify suite fails it alone, its benchmark rows are marked; a fluent wrong answer fails `known` and
+    passes `sane`."""
+    host = fleet[REMAPPED]
+    answers = "/var/cache/vllm-ascend/vllm-twin/answers-%d" % PORT  # the stand-in's /root/.cache/vllm-twin
+
+    def model_answers(mode):
+        host.exec("sh", "-c", "cat > %s" % answers, input=mode)
+
+    before = {name: fleet[name].inspect(NAME)["Id"] for name in (DUAL, REMAPPED)}
+    model_answers("bang")
+    try:
+        run = fleet.play()
+        assert run.rc != 0
+        text = failure_text(run, REMAPPED)
+        assert "%s on %s does not serve" % (NAME, REMAPPED) in text and "is degenerate" in text, text
+        assert '\\"!!!!!!!!' in text and "float16" in text, text
+        assert failure_text(run, DUAL) == "", "the healthy host failed too"
+        assert {name: fleet[name].inspect(NAME)["Id"] for name in (DUAL, REMAPPED)} == before
+
+        fleet.write()
+        code, output = fleet.verify()
+        failed = [line for line in output.splitlines() if line.startswith("FAILED")]
+        assert code != 0 and failed and all(REMAPPED in line for line in failed), output
+        assert "is degenerate" in output
+
+        reports = tmp_path / "reports"
+        run = fleet.play("--limit", REMAPPED, "-e", "vllm_bench_reports_dir=%s" % reports,
+                         playbook="playbooks/benchmark.yml")
+        assert run.rc == 0, run.stdout
+        (report_dir,) = list(reports.iterdir())
+        summary = json.loads((report_dir / "summary.json").read_text())
+        assert summary["answers_failed"] == [{"host": REMAPPED, "instance": NAME}]
+        assert summary["recommended"] == [], "garbage was recommended"
+        rows = (report_dir / "results.csv").read_text().splitlines()
+        assert len(rows) == 1 + 12 and all(row.endswith(",failed") for row in rows[1:]), rows[:2]
+
+        model_answers("wrong")
+        run = fleet.play("--limit", REMAPPED)
+        assert run.rc != 0
+        text = failure_text(run, REMAPPED)
+        assert "the answer check (known) failed" in text and "There are 5 squares." in text, text
+        assert "expected 3 (or three)" in text, text
+        assert fleet.play("--limit", REMAPPED, "-e", "fleet_answer_check=sane").rc == 0
+    finally:
+        host.exec("rm", "-f", answers)  # healthy again: the container itself was never changed

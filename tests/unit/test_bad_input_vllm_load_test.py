@@ -10,8 +10,9 @@ from test_bad_input_vllm_probe import MODEL, Scripted, scripted  # noqa: F401  (
 
 from conftest import free_port, png_image
 
+# The scripted answers here are about streams, not what the model says: the answer check has tests of its own.
 SMALL = {"image_sizes": ["32x24"], "max_tokens": [3], "concurrency": [1, 2], "requests_per_group": 2,
-         "warmup_requests": 0}
+         "warmup_requests": 0, "answer_check": "none"}
 CONTENT = b'data: {"id": "chatcmpl-1", "choices": [{"delta": {"content": "a"}}]}'
 USAGE = b'data: {"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 1}}'
 DONE = b"data: [DONE]"

@@ -104,7 +104,9 @@ def site(tmp_path):
     variables = {"fleet_plan_file": str(tmp_path / "plan.json"), "fleet_api_key": "",
                  "vllm_bench_results_dir": str(tmp_path / "results"), "vllm_bench_report_dir": str(tmp_path / "report"),
                  "vllm_bench_presets": {"local": PRESET}, "vllm_bench_preset": "local",
-                 "vllm_bench_warmup_requests": 0, "vllm_bench_poll_interval": 1}
+                 "vllm_bench_warmup_requests": 0, "vllm_bench_poll_interval": 1,
+                 # These stand-ins answer a chat request only when the test says so: the follow lines are the point.
+                 "fleet_answer_check": "none"}
     (tmp_path / "vars.json").write_text(json.dumps(variables))
     yield tmp_path, servers
     for server in servers:

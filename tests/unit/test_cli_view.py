@@ -225,11 +225,12 @@ def write_report(folder):
                 append_result(str(folder / "raw" / host / (instance + ".jsonl")), {
                     "image_size": size, "max_tokens": 32, "concurrency": concurrency, "p95_latency_s": p95 / factor,
                     "total_tokens_per_s": tokens * factor, "unreliable": False})
-    rows, _skipped = report.load(folder)
+    rows = report.load(folder)[0]
     reference, entries = report.comparison(rows)
     return {"latency_target_s": 10.0, "hosts": [A, B], "instances": 3, "groups": len(rows), "unreliable_groups": [],
             "recommended": report.recommendations(rows, 10.0), "comparison_reference": reference,
-            "comparison": entries, "slow_instances": [entry for entry in entries if entry["slow"]]}
+            "comparison": entries, "slow_instances": [entry for entry in entries if entry["slow"]],
+            "answers_failed": []}
 
 
 def test_the_report_summary_names_both_files_each_hosts_concurrency_and_the_slow_instance(tmp_path):
@@ -245,6 +246,12 @@ def test_the_report_summary_names_both_files_each_hosts_concurrency_and_the_slow
     assert "slow instances (below 80% of the fleet median of 2400 tokens/s at 1920x1080, max_tokens 32, " \
            "concurrency 16):\n  npu-b vllm-ascend: 1200 tokens/s, 50% of the median" in text
     assert len(lines) < 25  # one screen
+
+
+def test_the_report_summary_names_the_instances_whose_answers_failed(tmp_path):
+    summary = dict(write_report(tmp_path), answers_failed=[{"host": B, "instance": "vllm-ascend"}])
+    assert "answers failed (their rows are left out of every figure): npu-b vllm-ascend" in view.report_summary(
+        tmp_path, summary)
 
 
 def test_bench_plan_runs_the_playbook_in_check_mode_and_prints_the_plan(tmp_path, monkeypatch):

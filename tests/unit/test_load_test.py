@@ -13,8 +13,9 @@ MODEL = "Qwen3-VL-8B-Instruct"
 
 def params(**overrides):
     values = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
+    # This server's answers are about streams and counts; the answer check has tests of its own.
     values.update(image_sizes=["32x24"], max_tokens=[3], concurrency=[1, 2], requests_per_group=2,
-                  warmup_requests=1)
+                  warmup_requests=1, answer_check="none")
     values.update(overrides)
     return values
 

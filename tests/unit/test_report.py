@@ -120,7 +120,7 @@ def test_files_of_the_report(fleet_report):
     rows = list(csv.DictReader(open(report_dir / "results.csv")))
     assert len(rows) == 9 and rows[0]["host"] == "node-a" and rows[0]["errors"] == "{}"
     assert [r["p95_latency_s"] for r in rows if r["host"] == "node-c" and r["concurrency"] == "8"] == ["5.0"]
-    assert list(rows[0]) == ["host", "instance"] + list(FIELD_NAMES)
+    assert list(rows[0]) == ["host", "instance"] + list(FIELD_NAMES) + ["answers"]
     for chart in CHARTS:
         assert (report_dir / chart).read_bytes()[:4] == b"\x89PNG"
         assert "](%s)" % chart in (report_dir / "report.md").read_text()
@@ -190,7 +190,7 @@ def test_the_command_line_builds_a_report(fleet_report, tmp_path):
     shutil.copytree(fleet_report[0] / "raw", report_dir / "raw")
     shown = subprocess.run([sys.executable, "-m", "ascend_vllm_fleet.report", str(report_dir), "--latency-target", "5"],
                            stdout=subprocess.PIPE, universal_newlines=True, check=True)
-    assert shown.stdout == "report: %s (9 groups, 3 instance(s), 1 slow; %s)\n" % (
+    assert shown.stdout == "report: %s (9 groups, 3 instance(s), 1 slow, 0 whose answers failed; %s)\n" % (
         report_dir / "report.html", "report.md, results.csv, totals.csv and summary.json beside it")
     assert json.loads((report_dir / "summary.json").read_text())["latency_target_s"] == 5
 
@@ -198,3 +198,57 @@ def test_the_command_line_builds_a_report(fleet_report, tmp_path):
 def test_no_results_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match="no benchmark results under"):
         report.build(tmp_path, latency_target=10)
+
+
+def answer_check_line(when, passed, failure=None):
+    return {"answer_check": when, "mode": "known", "passed": passed, "failure": failure, "asked": [],
+            "checked_at": 1796000000.0}
+
+
+@pytest.fixture(scope="module")
+def garbage_report(tmp_path_factory):
+    """Two healthy instances, and a third whose answers went bad during its run: the fastest of the three."""
+    tmp_path = tmp_path_factory.mktemp("garbage")
+    fast = [group("640x480", 32, c, p95, tp) for c, p95, tp in ((1, 2.0, 100), (8, 4.0, 600), (32, 9.0, 900))]
+    healthy = [answer_check_line("before", True)] + fast + [answer_check_line("after", True)]
+    write(tmp_path, "node-a", "vllm-ascend", healthy)
+    write(tmp_path, "node-b", "vllm-ascend", healthy)
+    failure = 'the answer check (known) failed: asked "How many?", got "<script>alert(1)</script> | !!!!"'
+    fastest = [group("640x480", 32, c, 1.0, 5000) for c in (1, 8, 32)]
+    write(tmp_path, "node-c", "vllm-ascend",
+          [answer_check_line("before", True)] + fastest + [answer_check_line("after", False, failure)])
+    return tmp_path, report.build(tmp_path, latency_target=10)
+
+
+def test_an_instance_whose_answers_failed_is_marked_and_never_recommended(garbage_report):
+    folder, summary = garbage_report
+    assert summary["answers_failed"] == [{"host": "node-c", "instance": "vllm-ascend"}]
+    assert {entry["host"]: entry["answers"] for entry in summary["answer_checks"]} == {
+        "node-a": "passed", "node-b": "passed", "node-c": "failed"}
+    # Its 5000 tokens/s of garbage move neither the recommendation nor the totals.
+    (item,) = summary["recommended"]
+    assert (item["concurrency"], item["total_tokens_per_s"]) == (32, 900)
+    assert all(total["partial"] and total["missing"] == ["node-c/vllm-ascend"] for total in summary["fleet_totals"])
+    assert [entry["host"] for entry in summary["comparison"]] == ["node-a", "node-b"]
+    with open(folder / "results.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["host"]: row["answers"] for row in rows} == {"node-a": "passed", "node-b": "passed",
+                                                             "node-c": "failed"}
+
+
+def test_the_answer_checks_show_in_both_reports_as_text(garbage_report):
+    folder, _summary = garbage_report
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    markdown = (folder / "report.md").read_text(encoding="utf-8")
+    line = next(line for line in markdown.splitlines()
+                if line.startswith("| node-c | vllm-ascend | **failed** | after"))
+    assert "\\| !!!!" in line, line
+    for rule in ("one character", "repetition", "replacement characters"):
+        assert rule in markdown and rule in page
+
+
+def test_an_instance_never_checked_is_said_so(fleet_report):
+    _, summary = fleet_report
+    assert {entry["answers"] for entry in summary["answer_checks"]} == {"not checked"}
+    assert summary["answers_failed"] == []

@@ -63,14 +63,16 @@ def test_only_the_planned_chips_are_mapped(deployment):
             deployment.name, instance["name"], mapped, sorted(instance["devices"]))
 
 
-def test_each_instance_listens_and_answers_an_image_request(deployment):
+def test_each_instance_listens_and_answers_an_image_request_right(deployment):
     for instance in deployment.instances():
         port = instance["port"]
         where = "%s, instance %s" % (deployment.name, instance["name"])
         assert deployment.host.socket("tcp://0.0.0.0:%d" % port).is_listening or deployment.host.socket(
             "tcp://127.0.0.1:%d" % port).is_listening, "%s: nothing listens on port %d" % (where, port)
         served = deployment.plan["served_name"]
-        arguments = "base_url=http://127.0.0.1:%d model=%s timeout=10 max_tokens=8 image_size=320x240" % (port, served)
+        # The deploy's answer check (fleet_answer_check): a server answering "!!!!" is no serving one.
+        arguments = ("base_url=http://127.0.0.1:%d model=%s timeout=10 max_tokens=8 image_size=320x240 "
+                     "answer_check=%s" % (port, served, deployment.setting("fleet_answer_check")))
         try:
             with deployment.api_key_file() as key_file:
                 if key_file:
@@ -79,7 +81,9 @@ def test_each_instance_listens_and_answers_an_image_request(deployment):
                 probe = deployment.host.ansible("vllm_probe", arguments)
         except deployment.host.ansible.AnsibleException as error:
             probe = error.result
-        # testinfra hands back a failed module's result without its `failed` flag: the answer is what counts.
+        # testinfra hands back a failed module's result without its `failed` flag: the answer check's verdict, the
+        # probe's last step, is what counts.
         assert "models" in probe and not probe.get("failed"), "%s: does not serve: %s" % (where, probe.get("msg"))
+        assert (probe.get("answer_check") or {}).get("passed"), "%s: does not serve: %s" % (where, probe.get("msg"))
         assert served in probe["models"] and probe["answer"] and probe["usage"]["completion_tokens"] > 0, (
             "%s: unexpected answer %s" % (where, probe))

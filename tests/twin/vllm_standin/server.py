@@ -11,6 +11,8 @@ Twin knobs (environment):
   order) of the chat requests that get it: ``500`` (an internal server error), ``reset`` (the connection is
   reset after a few streamed tokens), ``stall`` (no byte for ``VLLM_TWIN_STALL_S`` seconds, default 3600),
   ``error`` (the engine ends the request with an error after 3 tokens);
+- ``VLLM_TWIN_ANSWERS_FILE``: how the model answers (healthy, bang, repeat, wrong: vision.py), read at every
+  request;
 - ``VLLM_TWIN_CRASH_PIXELS``: the engine dies on an image with more pixels than this after resizing (default
   3000000; 0 never). On 310P the vision path's IndexPut runs as an aicpu kernel that fails on large images,
   error 507018, and takes the EngineCore down (vllm-ascend issues #10720, #12086, #13050: small images pass,
@@ -54,6 +56,7 @@ import uuid
 from . import VERSION, VLLM_VERSION
 from .engine import LatencyModel, Scheduler, Sequence
 from .images import ImageError, image_size, image_tokens, resized_pixels
+from .vision import DEGENERATE_UNITS, known_answer, mode_of
 
 # Text tokens the Qwen3-VL chat template adds around one user turn (role markers, newlines).
 TEMPLATE_TOKENS = 11
@@ -235,6 +238,8 @@ class State:
                        .items() for number in numbers}
         self.stall_s = float(os.environ.get("VLLM_TWIN_STALL_S", "3600"))
         self.crash_pixels = int(os.environ.get("VLLM_TWIN_CRASH_PIXELS", DEFAULT_CRASH_PIXELS))
+        self.answers_file = os.environ.get(
+            "VLLM_TWIN_ANSWERS_FILE", "/root/.cache/vllm-twin/answers-%d" % args.port)
         self.sequence = 0
         self.in_flight = 0
 
@@ -304,7 +309,7 @@ def data_url_dimensions(encoded):
     raise ImageError("empty image data")
 
 
-def answer_length(body, prompt_tokens, max_tokens):
+def answer_length(body, max_tokens):
     if body.get("ignore_eos"):
         return max_tokens
     digest = hashlib.sha256(json.dumps(body.get("messages"), sort_keys=True).encode()).digest()
@@ -312,8 +317,19 @@ def answer_length(body, prompt_tokens, max_tokens):
     return min(max_tokens, low + int.from_bytes(digest[:4], "big") % (high - low))
 
 
-def answer_piece(index):
-    return ANSWER_TEXT[index % len(ANSWER_TEXT)]
+def answer_of(body, mode, max_tokens):
+    """(text, tokens) the model answers, one character a token, the text repeated to fill the tokens: a known
+    question's short answer (vision.py) ends by itself, a description or a degenerate answer runs long."""
+    if mode in DEGENERATE_UNITS:
+        return DEGENERATE_UNITS[mode], answer_length(body, max_tokens)
+    text = known_answer(body, wrong=mode == "wrong")
+    if text is None:
+        return ANSWER_TEXT, answer_length(body, max_tokens)
+    return text, max_tokens if body.get("ignore_eos") else min(max_tokens, len(text))
+
+
+def answer_piece(text, index):
+    return text[index % len(text)]
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -459,9 +475,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             asked, state.max_model_len - prompt_tokens)
         if max_tokens < 1:
             raise parameter_error("max_tokens", max_tokens, "max_tokens must be at least 1, got %d." % max_tokens)
-        output_tokens = answer_length(body, prompt_tokens, max_tokens)
+        text, output_tokens = answer_of(body, mode_of(state.answers_file), max_tokens)
         crash_pixels = state.crash_pixels
-        return {"model": model, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
+        return {"model": model, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "text": text,
                 "stream": bool(body.get("stream")),
                 "include_usage": bool((body.get("stream_options") or {}).get("include_usage")),
                 "output_tokens": output_tokens, "finish_reason": "length" if output_tokens >= max_tokens else "stop",
@@ -527,7 +543,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except EngineError as error:
             self.send_error_json(ApiError(500, str(error), "InternalServerError"))
             raise
-        text = "".join(answer_piece(i) for i in range(emitted))
+        text = "".join(answer_piece(request["text"], i) for i in range(emitted))
         finished = time.time()
         self.send_json(200, {
             "id": request_id, "object": "chat.completion", "created": int(time.time()), "model": request["model"],
@@ -571,8 +587,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                "logprobs": None, "finish_reason": None}], prompt_token_ids=None))
                 if reset and emitted == 3:
                     self.reset_connection()
-                choice = {"index": 0, "delta": {"content": answer_piece(emitted - 1)}, "logprobs": None,
-                          "finish_reason": request["finish_reason"] if done else None}
+                choice = {"index": 0, "delta": {"content": answer_piece(request["text"], emitted - 1)},
+                          "logprobs": None, "finish_reason": request["finish_reason"] if done else None}
                 if done:
                     choice["stop_reason"] = None
                 choice["token_ids"] = None

@@ -1,0 +1,232 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Whether a served model answers right, and whether what it answers is text at all.
+
+A server that answers HTTP 200 can still be useless: on 310P, float16 is the only dtype the chip runs, and an
+fp16 overflow makes vLLM-Ascend answer ``!!!!!!!!`` or degenerate text such as ``你好，，，我，我，，``
+(vllm-ascend issues #562, #5144, #6533); a wrong chat template, another model's weights or a broken image
+processor answer 200 too. The probe (deploy and verify) and the load test (before and after its matrix) ask the
+same questions and judge them by the rules here, so the two cannot disagree.
+
+Known questions. Each comes with a picture drawn on the host (module_utils/png_images.py, standard library)
+that has one right answer a vision model must read from it: how many squares there are, or their colour. An
+answer is judged leniently: English or Chinese, any case and punctuation, numbers in digits (full width too),
+English words or Chinese numerals. A count is right when the expected number is named and no other number is
+written in digits; a colour is right when the expected colour is named and no other colour of the palette is.
+
+Checks (the ``answer_check`` option of both modules):
+- ``known``: the known questions are asked in turn until two are answered right (passed) or two wrong
+  (failed), so one unlucky answer does not fail a host; a degenerate answer fails at once.
+- ``sane``: one known question is asked, and any answer that is not degenerate passes.
+- ``none``: nothing is asked.
+
+Degenerate answers (DEGENERATE_RULES, in the order they are tried) are what no healthy model says, however
+short its answer: see the tuple below, which the benchmark report prints beside its metric definitions.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import collections
+import json
+import re
+import unicodedata
+
+from ansible.module_utils.openai_client import ImageChat, answer_text, image_data_url
+from ansible.module_utils.png_images import shapes_png
+
+CHECKS = ("known", "sane", "none")
+# Answers to "how many" and "what colour" are a few tokens; a model that talks on is cut here, not waited for.
+ANSWER_MAX_TOKENS = 32
+# Right or wrong answers that end a `known` check.
+DECIDING_ANSWERS = 2
+# How much of an answer a message quotes, and how much of it the rules read.
+QUOTE_CHARS = 120
+READ_CHARS = 4000
+
+DEGENERATE_RULES = (
+    "empty: no visible character",
+    "replacement characters: it holds U+FFFD, the mark of bytes that are no UTF-8 text",
+    "one character: a single character makes up more than half of its visible characters (at least 4)",
+    "repetition: a unit of 1 to 20 characters repeated back to back at least 4 times covers half of it or more",
+    "punctuation: punctuation and symbols make up more than half of its visible characters (at least 3)",
+)
+REPEATED_UNIT = re.compile(r"(.{1,20}?)\1{3,}", re.S)
+
+PICTURE_SIDE = 448
+COLOURS = {
+    # name: (RGB painted, words that name it: English, simplified and traditional Chinese)
+    "red": ((220, 30, 30), ("red", "红", "紅")),
+    "green": ((30, 160, 60), ("green", "绿", "綠")),
+    "blue": ((30, 80, 220), ("blue", "蓝", "藍")),
+    "yellow": ((235, 200, 20), ("yellow", "黄", "黃")),
+}
+NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+CHINESE_NUMERALS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6,
+                    "七": 7, "八": 8, "九": 9, "十": 10}
+
+
+class KnownQuestion(collections.namedtuple("KnownQuestion", "name prompt kind expected colour squares")):
+    """A question with one right answer about a picture of squares: kind is count (expected: how many) or
+    colour (expected: the colour's name); squares are (left, top, side) in a PICTURE_SIDE square picture."""
+
+    def png(self):
+        return shapes_png(PICTURE_SIDE, PICTURE_SIDE, self.squares, COLOURS[self.colour][0])
+
+    def expected_text(self):
+        if self.kind == "count":
+            return "%d (or %s)" % (self.expected, NUMBER_WORDS[self.expected])
+        return "%s (%s)" % (self.expected, COLOURS[self.expected][1][1])
+
+    def picture(self):
+        count = len(self.squares)
+        return "%d %s square%s" % (count, self.colour, "" if count == 1 else "s")
+
+
+QUESTIONS = (
+    KnownQuestion("count-en", "How many squares are in this picture? Answer with a number.", "count", 3, "blue",
+                  ((48, 64, 96), (176, 256, 96), (304, 64, 96))),
+    KnownQuestion("colour-zh", "图中方块是什么颜色？请用一个词回答。", "colour", "red", "red", ((112, 112, 224),)),
+    KnownQuestion("count-zh", "图中有几个方块？请只回答数字。", "count", 5, "green",
+                  ((40, 40, 80), (184, 40, 80), (328, 40, 80), (112, 248, 80), (256, 248, 80))),
+)
+# Why an answer fails a check, in its own words.
+ANSWER_FIX = (
+    "Fix: on 310P, answers like these most often mean float16 overflow in the model: run it with --dtype float16 "
+    "and the model revision the image is known to work with, and check the image's precision settings; "
+    "otherwise check the chat template and that the model folder holds the served model's own weights (README, "
+    "troubleshooting: the answers are wrong or garbage)")
+
+
+class AnswerError(RuntimeError):
+    """A question got no answer to judge (an HTTP error, no text); the message says what came back."""
+
+
+def quote(text):
+    """An answer as a message shows it: in JSON quotes (control characters visible), cut at QUOTE_CHARS."""
+    return json.dumps(text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "...", ensure_ascii=False)
+
+
+def degenerate(text):
+    """Why an answer is no text a healthy model gives (DEGENERATE_RULES), or None."""
+    text = text[:READ_CHARS]
+    visible = [character for character in text if not character.isspace()]
+    if not visible:
+        return "it is empty"
+    if "\ufffd" in text:
+        return "it holds U+FFFD replacement characters (bytes that are no UTF-8 text)"
+    character, count = collections.Counter(visible).most_common(1)[0]
+    if len(visible) >= 4 and count * 2 > len(visible):
+        return "one character, %s, makes up %d of its %d characters" % (quote(character), count, len(visible))
+    stripped = text.strip()
+    for match in REPEATED_UNIT.finditer(stripped):
+        if len(match.group(0)) * 2 >= len(stripped):
+            return "%s is repeated %d times back to back" % (
+                quote(match.group(1)), len(match.group(0)) // len(match.group(1)))
+    marks = sum(1 for character in visible if unicodedata.category(character)[0] in "PS")
+    if len(visible) >= 3 and marks * 2 > len(visible):
+        return "%d of its %d characters are punctuation or symbols" % (marks, len(visible))
+    return None
+
+
+def numbers_named(text):
+    """(numbers in digits, numbers in English words or Chinese numerals) of an NFKC-lowered answer."""
+    digits = {int(number) for number in re.findall(r"\d+", text) if len(number) < 6}
+    words = {value for value, word in enumerate(NUMBER_WORDS) if re.search(r"\b%s\b" % word, text)}
+    words.update(value for numeral, value in CHINESE_NUMERALS.items() if numeral in text)
+    return digits, words
+
+
+def wrong_because(question, answer):
+    """Why a (not degenerate) answer to a known question is wrong, or None when it is right."""
+    text = unicodedata.normalize("NFKC", answer).lower()[:READ_CHARS]
+    if question.kind == "count":
+        digits, words = numbers_named(text)
+        others = sorted(digits - {question.expected})
+        if others:
+            return "it names %s" % ", ".join(str(number) for number in others)
+        if question.expected not in digits | words:
+            return "it does not name %d" % question.expected
+        return None
+    named = [name for name, (_rgb, names) in sorted(COLOURS.items())
+             if any(re.search(r"\b%s\b" % word if word.isascii() else word, text) for word in names)]
+    others = [name for name in named if name != question.expected]
+    if others:
+        return "it names %s" % ", ".join(others)
+    if question.expected not in named:
+        return "it does not name %s" % question.expected
+    return None
+
+
+def judge(question, answer, mode):
+    """(verdict, why) of one answer: right, wrong or degenerate; under `sane` any answer that is not degenerate
+    is right."""
+    why = degenerate(answer)
+    if why:
+        return "degenerate", why
+    why = wrong_because(question, answer) if mode == "known" else None
+    return ("wrong", why) if why else ("right", None)
+
+
+def asker(client, model, timeout):
+    """ask(question): the text a server (an openai_client.Client) answers to a known question, greedy (temperature
+    0, so a healthy model gives its best answer every time); AnswerError when it gives no text."""
+
+    def ask(question):
+        body = ImageChat(model, question.prompt, ANSWER_MAX_TOKENS, temperature=0).body(
+            image_data_url(question.png()))
+        status, reply = client.chat(body, timeout=timeout)
+        if status != 200:
+            raise AnswerError("the server answered %s: %s" % (
+                "HTTP %d" % status if status is not None else "nothing", str(reply)[:200]))
+        text = answer_text(reply) if isinstance(reply, dict) else None
+        if text is None:
+            raise AnswerError("the answer holds no choices[0].message.content text: %s" % str(reply)[:200])
+        return text
+
+    return ask
+
+
+def check_answers(ask, mode):
+    """The verdict on a server's answers under mode (CHECKS), asking with ask (see asker): a dict with mode,
+    passed, asked (per question asked: question, prompt, picture, expected, answer, verdict, why) and failure
+    (None, or a message quoting each question that failed, what was expected and what came back)."""
+    result = {"mode": mode, "passed": True, "asked": [], "failure": None}
+    if mode == "none":
+        return result
+    right = wrong = 0
+    for question in QUESTIONS[:1] if mode == "sane" else QUESTIONS:
+        entry = {"question": question.name, "prompt": question.prompt, "picture": question.picture(),
+                 "expected": question.expected_text() if mode == "known" else "an answer that is not degenerate"}
+        try:
+            answer = ask(question)
+        except AnswerError as error:
+            entry.update(answer=None, verdict="no answer", why=str(error))
+        else:
+            verdict, why = judge(question, answer, mode)
+            entry.update(answer=answer[:READ_CHARS], verdict=verdict, why=why)
+        result["asked"].append(entry)
+        if entry["verdict"] == "right":
+            right += 1
+        else:
+            wrong += 1
+        if entry["verdict"] == "degenerate" or wrong >= DECIDING_ANSWERS or right >= DECIDING_ANSWERS \
+                or mode == "sane":
+            break
+    failed = [entry for entry in result["asked"] if entry["verdict"] != "right"]
+    if right < DECIDING_ANSWERS and (mode == "known" or failed):
+        result["passed"] = False
+        result["failure"] = "the answer check (%s) failed: %s. %s" % (mode, "; ".join(
+            describe(entry) for entry in failed), ANSWER_FIX)
+    return result
+
+
+def describe(entry):
+    """One failed question of a check, as its message words it."""
+    asked = "asked %s about a picture of %s, expected %s" % (quote(entry["prompt"]), entry["picture"],
+                                                            entry["expected"])
+    if entry["answer"] is None:
+        return "%s, got no answer (%s)" % (asked, entry["why"])
+    return "%s, got %s (%s: %s)" % (asked, quote(entry["answer"]), entry["verdict"], entry["why"])
