@@ -16,9 +16,10 @@ bench_record = load_module_util("bench_record")
 # instance_status returns).
 STATUS_FOLDER = "progress"
 STATUS_FORMAT = 1
-# Phases of an instance's run, in the order they come.
-STARTING, WARMING_UP, MEASURING, DONE, FAILED, STALLED = (
-    "starting", "warming up", "measuring", "done", "failed", "stalled")
+# Phases of an instance's run, in the order they come (the answer check before the warm-up and after the last
+# group).
+STARTING, CHECKING_ANSWERS, WARMING_UP, MEASURING, DONE, FAILED, STALLED = (
+    "starting", "checking answers", "warming up", "measuring", "done", "failed", "stalled")
 ENDED = (DONE, FAILED, STALLED)
 
 
@@ -73,6 +74,8 @@ def instance_status(instance, progress, measured, skipped, shares, estimate_s, e
         phase = FAILED if progress.get("error") else DONE
     elif group:
         phase = MEASURING
+    elif progress.get("answer_check"):
+        phase = CHECKING_ANSWERS
     else:
         phase = WARMING_UP if progress else STARTING
     done = {bench_record.group_key(record) for record in measured}

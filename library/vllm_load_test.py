@@ -508,13 +508,20 @@ def count_request(progress, state):
     progress.update(state)
 
 
-def check_answers_now(params, client, model, when, result):
+def check_answers_now(params, client, model, when, result, progress):
     """Ask the answer check's questions (before or after the matrix), keep the verdict in the results and the
     results file."""
     if params["answer_check"] == "none":
         return
-    record = answer_check_record(when, check_answers(asker(client, model, params["request_timeout_s"]),
-                                                     params["answer_check"]))
+    ask_server = asker(client, model, params["request_timeout_s"])
+    state = {"answer_check": when, "groups_done": len(result["groups"]), "groups_total": result["planned_groups"]}
+
+    def ask(question):
+        # Each question may take request_timeout_s: whoever follows the progress file sees that the run lives.
+        progress.update(state, force=True)
+        return ask_server(question)
+
+    record = answer_check_record(when, check_answers(ask, params["answer_check"]))
     if params["results_file"]:
         append_result(params["results_file"], record)
     result["answer_checks"].append(record)
@@ -536,7 +543,7 @@ def measure(params, client, groups, result, progress):
     # The answers vouch for the groups measured now: a resume with nothing left to measure asks nothing.
     pending = len(finished) < len(groups)
     if pending:
-        check_answers_now(params, client, model, "before", result)
+        check_answers_now(params, client, model, "before", result, progress)
         for _request in range(params["warmup_requests"]):
             progress.update({"groups_done": 0, "groups_total": len(groups)}, force=True)
             load_test.warm_up(groups[0])
@@ -558,7 +565,7 @@ def measure(params, client, groups, result, progress):
             append_result(params["results_file"], record)
         result["groups"].append(dict(record, resumed=False))
     if pending:
-        check_answers_now(params, client, model, "after", result)
+        check_answers_now(params, client, model, "after", result, progress)
 
 
 def run(params, check_mode=False):

@@ -12,8 +12,9 @@ same questions and judge them by the rules here, so the two cannot disagree.
 Known questions. Each comes with a picture drawn on the host (module_utils/png_images.py, standard library)
 that has one right answer a vision model must read from it: how many squares there are, or their colour. An
 answer is judged leniently: English or Chinese, any case and punctuation, numbers in digits (full width too),
-English words or Chinese numerals. A count is right when the expected number is named and no other number is
-written in digits; a colour is right when the expected colour is named and no other colour of the palette is.
+English words or Chinese numerals, markdown marks around it. A count is right when the first number the
+answer names is the expected one (what follows, such as "2 in the top row", is explanation); a colour is right
+when the expected colour is named and no other colour of the palette is.
 
 Checks (the ``answer_check`` option of both modules):
 - ``known``: the known questions are asked in turn until two are answered right (passed) or two wrong
@@ -47,13 +48,19 @@ QUOTE_CHARS = 120
 READ_CHARS = 4000
 
 DEGENERATE_RULES = (
-    "empty: no visible character",
+    "empty: no visible character, or only markdown and bracket marks",
     "replacement characters: it holds U+FFFD, the mark of bytes that are no UTF-8 text",
-    "one character: a single character makes up more than half of its visible characters (at least 4)",
-    "repetition: a unit of 1 to 20 characters repeated back to back at least 4 times covers half of it or more",
-    "punctuation: punctuation and symbols make up more than half of its visible characters (at least 3)",
+    "one character: a single character makes up more than half of its visible characters, when there are at "
+    "least 4 (markdown and bracket marks such as * ` ( ) 「 」 not counted)",
+    "repetition: a unit of 1 to 20 characters repeated back to back at least 4 times, or of 21 to 64 characters "
+    "at least 3 times, covers half of it or more",
+    "punctuation: punctuation and symbols make up more than half of its visible characters, when there are at "
+    "least 4 (markdown and bracket marks not counted)",
 )
-REPEATED_UNIT = re.compile(r"(.{1,20}?)\1{3,}", re.S)
+REPEATED_UNIT = re.compile(r"(.{1,20}?)\1{3,}|(.{21,64}?)\2{2,}", re.S)
+# Marks a healthy model writes around a short answer (**3**, `3`, (3), 「红」): neither text nor noise.
+FORMATTING_MARKS = frozenset("*_`#~()[]{}<>\"'“”‘’「」『』（）【】《》〈〉")
+SHORTEST_COUNTED = 4
 
 PICTURE_SIDE = 448
 COLOURS = {
@@ -63,9 +70,15 @@ COLOURS = {
     "blue": ((30, 80, 220), ("blue", "蓝", "藍")),
     "yellow": ((235, 200, 20), ("yellow", "黄", "黃")),
 }
-NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-CHINESE_NUMERALS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6,
-                    "七": 7, "八": 8, "九": 9, "十": 10}
+NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve")
+CHINESE_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
+                  "八": 8, "九": 9}
+# A Chinese numeral counts as a number before the measure words of squares (三个, 十五個, 两块) or as the whole
+# answer (三): 一 also begins everyday words (一共, 一张图片).
+MEASURE_WORDS = "个個块塊"
+NUMBER = re.compile(r"(\d+)|\b(%s)\b|([%s十]+)(?=[%s])|^\W*([%s十]+)\W*$" % (
+    "|".join(NUMBER_WORDS), "".join(CHINESE_DIGITS), MEASURE_WORDS, "".join(CHINESE_DIGITS)))
 
 
 class KnownQuestion(collections.namedtuple("KnownQuestion", "name prompt kind expected colour squares")):
@@ -112,43 +125,58 @@ def quote(text):
 def degenerate(text):
     """Why an answer is no text a healthy model gives (DEGENERATE_RULES), or None."""
     text = text[:READ_CHARS]
-    visible = [character for character in text if not character.isspace()]
-    if not visible:
-        return "it is empty"
+    counted = [character for character in text if not character.isspace() and character not in FORMATTING_MARKS]
+    if not counted:
+        return "it is empty" if not text.strip() else "it holds only markdown or bracket marks"
     if "\ufffd" in text:
         return "it holds U+FFFD replacement characters (bytes that are no UTF-8 text)"
-    character, count = collections.Counter(visible).most_common(1)[0]
-    if len(visible) >= 4 and count * 2 > len(visible):
-        return "one character, %s, makes up %d of its %d characters" % (quote(character), count, len(visible))
+    character, count = collections.Counter(counted).most_common(1)[0]
+    if len(counted) >= SHORTEST_COUNTED and count * 2 > len(counted):
+        return "one character, %s, makes up %d of its %d characters" % (quote(character), count, len(counted))
     stripped = text.strip()
     for match in REPEATED_UNIT.finditer(stripped):
+        unit = match.group(1) or match.group(2)
         if len(match.group(0)) * 2 >= len(stripped):
-            return "%s is repeated %d times back to back" % (
-                quote(match.group(1)), len(match.group(0)) // len(match.group(1)))
-    marks = sum(1 for character in visible if unicodedata.category(character)[0] in "PS")
-    if len(visible) >= 3 and marks * 2 > len(visible):
-        return "%d of its %d characters are punctuation or symbols" % (marks, len(visible))
+            return "%s is repeated %d times back to back" % (quote(unit), len(match.group(0)) // len(unit))
+    marks = sum(1 for character in counted if unicodedata.category(character)[0] in "PS")
+    if len(counted) >= SHORTEST_COUNTED and marks * 2 > len(counted):
+        return "%d of its %d characters are punctuation or symbols" % (marks, len(counted))
     return None
 
 
-def numbers_named(text):
-    """(numbers in digits, numbers in English words or Chinese numerals) of an NFKC-lowered answer."""
-    digits = {int(number) for number in re.findall(r"\d+", text) if len(number) < 6}
-    words = {value for value, word in enumerate(NUMBER_WORDS) if re.search(r"\b%s\b" % word, text)}
-    words.update(value for numeral, value in CHINESE_NUMERALS.items() if numeral in text)
-    return digits, words
+def chinese_number(numeral):
+    """The value of a Chinese numeral below 100 (三, 十五, 二十, 二十五), or None."""
+    if "十" not in numeral:
+        return CHINESE_DIGITS[numeral] if len(numeral) == 1 else None
+    tens, _, ones = numeral.partition("十")
+    if len(tens) > 1 or len(ones) > 1 or "十" in ones:
+        return None
+    return CHINESE_DIGITS.get(tens, 1) * 10 + (CHINESE_DIGITS[ones] if ones else 0)
+
+
+def first_number(text):
+    """The first number an NFKC-lowered answer names, in digits, English words or Chinese numerals; None."""
+    for match in NUMBER.finditer(text):
+        digits, word, chinese = match.group(1), match.group(2), match.group(3) or match.group(4)
+        if digits:
+            return int(digits[:6])
+        if word:
+            return NUMBER_WORDS.index(word)
+        value = chinese_number(chinese)
+        if value is not None:
+            return value
+    return None
 
 
 def wrong_because(question, answer):
     """Why a (not degenerate) answer to a known question is wrong, or None when it is right."""
-    text = unicodedata.normalize("NFKC", answer).lower()[:READ_CHARS]
+    text = unicodedata.normalize("NFKC", answer[:READ_CHARS]).lower()
     if question.kind == "count":
-        digits, words = numbers_named(text)
-        others = sorted(digits - {question.expected})
-        if others:
-            return "it names %s" % ", ".join(str(number) for number in others)
-        if question.expected not in digits | words:
-            return "it does not name %d" % question.expected
+        named = first_number(text)
+        if named is None:
+            return "it names no number"
+        if named != question.expected:
+            return "the first number it names is %d" % named
         return None
     named = [name for name, (_rgb, names) in sorted(COLOURS.items())
              if any(re.search(r"\b%s\b" % word if word.isascii() else word, text) for word in names)]
@@ -180,10 +208,10 @@ def asker(client, model, timeout):
         status, reply = client.chat(body, timeout=timeout)
         if status != 200:
             raise AnswerError("the server answered %s: %s" % (
-                "HTTP %d" % status if status is not None else "nothing", str(reply)[:200]))
+                "HTTP %d" % status if status is not None else "nothing", quote(str(reply))))
         text = answer_text(reply) if isinstance(reply, dict) else None
         if text is None:
-            raise AnswerError("the answer holds no choices[0].message.content text: %s" % str(reply)[:200])
+            raise AnswerError("the answer holds no choices[0].message.content text: %s" % quote(str(reply)))
         return text
 
     return ask
@@ -225,8 +253,8 @@ def check_answers(ask, mode):
 
 def describe(entry):
     """One failed question of a check, as its message words it."""
-    asked = "asked %s about a picture of %s, expected %s" % (quote(entry["prompt"]), entry["picture"],
-                                                            entry["expected"])
+    asked = "asked %s about a picture of %s, expected %s" % (
+        quote(entry["prompt"]), entry["picture"], entry["expected"])
     if entry["answer"] is None:
         return "%s, got no answer (%s)" % (asked, entry["why"])
     return "%s, got %s (%s: %s)" % (asked, quote(entry["answer"]), entry["verdict"], entry["why"])

@@ -17,9 +17,10 @@ starts on a line of its own.
 
 The progress file (``<results file>.progress.json``) is replaced whole while the run goes, at most every
 PROGRESS_EVERY_S seconds, and at once before each warm-up request, when a group starts and when the run
-ends. Its fields: group (the group running, GROUP_FIELDS), group_number, groups_total, groups_done,
-requests_done, requests_total (of the running group), finished (true once the run ended, failed or not),
-error (why it failed) and updated_at (Unix time of the write).
+ends, and before each question of an answer check. Its fields: group (the group running, GROUP_FIELDS),
+group_number, groups_total, groups_done, requests_done, requests_total (of the running group), answer_check
+(before or after: the answer check asking now, when no group runs), finished (true once the run ended,
+failed or not), error (why it failed) and updated_at (Unix time of the write).
 """
 
 from __future__ import absolute_import, division, print_function

@@ -80,6 +80,10 @@ def test_a_resumed_run_counts_neither_the_time_nor_the_errors_of_the_groups_it_k
 @pytest.mark.parametrize("current, stalled, phase", [
     (None, False, progress.STARTING),
     ({"groups_done": 0, "groups_total": 4, "updated_at": 1.0}, False, progress.WARMING_UP),
+    ({"answer_check": "before", "groups_done": 0, "groups_total": 4, "updated_at": 1.0}, False,
+     progress.CHECKING_ANSWERS),
+    ({"answer_check": "after", "groups_done": 4, "groups_total": 4, "updated_at": 1.0}, False,
+     progress.CHECKING_ANSWERS),
     ({"finished": True, "groups_done": 4, "groups_total": 4, "updated_at": 1.0}, False, progress.DONE),
     ({"finished": True, "groups_done": 1, "groups_total": 4, "error": "model 'x' is not served",
       "updated_at": 1.0}, False, progress.FAILED),

@@ -12,7 +12,7 @@ from test_bad_input_all_modules import run_module
 from test_bad_input_vllm_probe import MODEL, Scripted, scripted  # noqa: F401  (the fixture)
 from test_standin_faults import root, serve_args  # noqa: F401  (the fixture)
 
-from ascend_vllm_fleet.host_code import load_module_util
+from ascend_vllm_fleet.host_code import load_library_module, load_module_util
 from twin.vllm_standin import cli, server, vision
 
 answer_check = load_module_util("answer_check")
@@ -216,3 +216,26 @@ def test_a_resume_with_nothing_left_to_measure_asks_nothing(standin, tmp_path):
     written = results.read_text()
     again = run_module("vllm_load_test", resume=True, **matrix)
     assert again["answer_checks"] == [] and results.read_text() == written
+
+
+def test_the_progress_file_says_which_answer_check_asks(standin, tmp_path, monkeypatch):
+    """Each question may take request_timeout_s: the progress file changes before each, so a follower does not
+    take a slow check for a hung run."""
+    base_url, _answers = standin
+    results = tmp_path / "vllm-ascend.jsonl"
+    load_test = load_library_module("vllm_load_test")
+    written = []
+    real_update = load_test.ProgressWriter.update
+
+    def update(self, state, force=False):
+        written.append(dict(state))
+        return real_update(self, state, force)
+
+    monkeypatch.setattr(load_test.ProgressWriter, "update", update)
+    params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
+    params.update(base_url=base_url, results_file=str(results), image_sizes=["64x64"], max_tokens=[4],
+                  concurrency=[1], requests_per_group=2, warmup_requests=0)
+    load_test.run(params)
+    checks = [state for state in written if state.get("answer_check")]
+    assert [state["answer_check"] for state in checks] == ["before", "before", "after", "after"]
+    assert (checks[0]["groups_done"], checks[-1]["groups_done"]) == (0, 1)

@@ -71,8 +71,8 @@ def test_each_instance_listens_and_answers_an_image_request_right(deployment):
             "tcp://127.0.0.1:%d" % port).is_listening, "%s: nothing listens on port %d" % (where, port)
         served = deployment.plan["served_name"]
         # The deploy's answer check (fleet_answer_check): a server answering "!!!!" is no serving one.
-        arguments = ("base_url=http://127.0.0.1:%d model=%s timeout=10 max_tokens=8 image_size=320x240 "
-                     "answer_check=%s" % (port, served, deployment.setting("fleet_answer_check")))
+        arguments = "base_url=http://127.0.0.1:%d model=%s timeout=10 max_tokens=8 image_size=320x240 %s" % (
+            port, served, deployment.fleet_arguments(("answer_check",)))
         try:
             with deployment.api_key_file() as key_file:
                 if key_file:

@@ -101,7 +101,7 @@ def unfilter(kind, row, previous, step):
             guess = left + up - corner
             near = min((abs(guess - left), 0, left), (abs(guess - up), 1, up), (abs(guess - corner), 2, corner))
             row[i] = (row[i] + near[2]) & 0xFF
-        elif kind != 0:
+        else:
             raise Unreadable("unknown PNG filter %d" % kind)
     return row
 
