@@ -169,7 +169,10 @@ class PullError(Exception):
 
 def inspect(docker, name):
     """What `docker image inspect` says of the image, or None when it has no such image."""
-    code, out, _err = run_docker(docker, "image", "inspect", "--", name)
+    code, out, err = run_docker(docker, "image", "inspect", "--", name)
+    if code is None:
+        raise PullError("`%s image inspect -- %s` %s: the Docker daemon does not answer. Fix: check it "
+                        "(systemctl status docker, journalctl -u docker) and restart it" % (docker, name, err))
     if code != 0:
         return None
     try:
@@ -239,7 +242,7 @@ def pull(params):
     name, docker, retries = params["name"], params["docker"], params["retries"]
     delay, errors = params["delay"], []
     for attempt in range(1, retries + 1):
-        code, out, err = run_docker(docker, "pull", "--", name, timeout=params["timeout"] or None)
+        code, out, err = run_docker(docker, "pull", "--", name, timeout=params["timeout"])
         if code == 0:
             return attempt
         lines = (err.strip() or out.strip()).splitlines()

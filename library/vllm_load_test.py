@@ -594,6 +594,9 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
                            mutually_exclusive=[("api_key", "api_key_file")])
     try:
+        if module.params["api_key_file"]:
+            # As secret as api_key: masked in everything returned, should a server echo it back.
+            module.no_log_values.add(key_from_env_file(module.params["api_key_file"]))
         result = run(module.params, check_mode=module.check_mode)
     except (OptionError, ClientError) as error:
         module.fail_json(msg=str(error))

@@ -225,8 +225,10 @@ def container_state(docker, name):
     restarts counts the restarts Docker's restart policy made: a container that crashes while loading is started
     again at once and may look running whenever it is looked at.
     """
-    code, out, _err = run_docker(docker, "inspect", "--format",
-                                 "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}", "--", name)
+    code, out, err = run_docker(docker, "inspect", "--format",
+                                "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}", "--", name)
+    if code is None:
+        return False, 0, "`docker inspect` of container %s %s: the Docker daemon does not answer" % (name, err)
     if code != 0:
         return False, 0, "container %s does not exist" % name
     status, exit_code, restarts = (out.split() + ["?", "?", "0"])[:3]
@@ -335,6 +337,10 @@ def check_required_files(params):
     """Each of required_files is in the container; RuntimeError naming the first that is not."""
     for path in params["required_files"]:
         code, out, err = run_docker(params["docker"], "exec", "--", params["container"], "test", "-e", path)
+        if code is None:
+            raise RuntimeError("`docker exec -- %s test -e %s` %s: the Docker daemon or the container does not "
+                               "answer. Fix: check the daemon (systemctl status docker) and the container's log "
+                               "below" % (params["container"], path, err))
         if code != 0:
             raise RuntimeError("%s is not in the container (`test -e` exited %s%s): it serves without it. Fix: give "
                                "the path the image has (for LD_PRELOAD: vllm_server_jemalloc_path), or stop asking "
@@ -403,6 +409,10 @@ def main():
     try:
         size = check_options(params)
         key = params["api_key"] or key_from_env_file(params["api_key_file"])
+        if key:
+            # A key read from api_key_file is as secret as api_key: masked in everything returned, should the
+            # server echo it back in an answer, an error or its log.
+            module.no_log_values.add(key)
         result = probe(Client(params["base_url"], key), params, size)
     except ProbeFailed as error:
         module.fail_json(msg=str(error), **error.result)

@@ -148,7 +148,7 @@ def chinese_number(numeral):
     """The value of a Chinese numeral below 100 (三, 十五, 二十, 二十五), or None."""
     if "十" not in numeral:
         return CHINESE_DIGITS[numeral] if len(numeral) == 1 else None
-    tens, _, ones = numeral.partition("十")
+    tens, _ten, ones = numeral.partition("十")
     if len(tens) > 1 or len(ones) > 1 or "十" in ones:
         return None
     return CHINESE_DIGITS.get(tens, 1) * 10 + (CHINESE_DIGITS[ones] if ones else 0)

@@ -91,6 +91,8 @@ LATENCY_TARGET_S = 10.0
 RESULTS_SUFFIX = ".jsonl"
 PROGRESS_SUFFIX = ".progress.json"
 PROGRESS_EVERY_S = 2.0
+# A record is a few kB: a longer line is no record, and is skipped unread.
+MAX_LINE_CHARS = 1 << 20
 # The progress file changes whenever a request ends, and a request that gets no byte for request_timeout_s
 # ends; a file left unchanged this much longer than that belongs to a run that was killed (or whose host went
 # down).
@@ -221,19 +223,27 @@ def is_answer_check(line):
 
 def read_lines(path):
     """(the JSON value of every line, lines that are no JSON) of a results file; no file: none. Bytes that are
-    not UTF-8 read as U+FFFD."""
+    not UTF-8 read as U+FFFD; a line longer than MAX_LINE_CHARS, or nested too deep for the parser, is no JSON."""
     values, skipped = [], 0
     try:
         handle = open(path, encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return [], 0
     with handle:
-        for line in handle:
+        while True:
+            line = handle.readline(MAX_LINE_CHARS + 1)
+            if not line:
+                break
+            if len(line) > MAX_LINE_CHARS:
+                skipped += 1
+                while line and not line.endswith("\n"):  # the rest of the long line
+                    line = handle.readline(MAX_LINE_CHARS)
+                continue
             if not line.strip():
                 continue
             try:
                 values.append(json.loads(line))
-            except ValueError:
+            except (ValueError, RecursionError):
                 skipped += 1
     return values, skipped
 
@@ -309,7 +319,10 @@ class ProgressWriter:
 
 def read_progress(text):
     """The progress in a progress file's text; ValueError when it is not one."""
-    progress = json.loads(text)
+    try:
+        progress = json.loads(text[:MAX_LINE_CHARS + 1])
+    except RecursionError:
+        raise ValueError("not a benchmark progress file: JSON nested too deep") from None
     if not isinstance(progress, dict) or not isinstance(progress.get("updated_at"), (int, float)):
         raise ValueError("not a benchmark progress file: %s" % str(text)[:200])
     return progress

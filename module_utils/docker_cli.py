@@ -12,6 +12,10 @@ import subprocess
 
 from ansible.module_utils.option_checks import OptionError
 
+# The longest a Docker CLI call that only reads or starts something may take: a wedged daemon answers none, and a
+# module must not wait for it forever.
+DEFAULT_TIMEOUT_S = 120
+
 
 class DockerUnavailable(OptionError):
     """The docker option names no Docker CLI that can run here; why says so in a few words."""
@@ -27,9 +31,11 @@ def run_docker(docker, *args, timeout=None):
     """(exit code, stdout, stderr) of one Docker CLI call, bytes that are not UTF-8 replaced.
 
     Callers put `--` before any name they pass, so that no value, whatever it holds, is read as an option.
-    timeout (seconds): the call is killed after it, giving exit code None and the reason as stderr (the daemon
-    stops a pull whose client went away, and keeps the layers it has).
+    timeout (seconds; None: DEFAULT_TIMEOUT_S; 0: none, for a pull the caller bounds otherwise): the call is
+    killed after it, giving exit code None and the reason as stderr (the daemon stops a pull whose client went
+    away, and keeps the layers it has).
     """
+    timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout or None
     try:
         done = subprocess.run([docker] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               encoding="utf-8", errors="replace", check=False, timeout=timeout)

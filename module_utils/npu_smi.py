@@ -23,6 +23,9 @@ DCMI_ERROR = re.compile(r"ret is (-?\d+)")
 CONTAINER_ID = re.compile(r"([0-9a-f]{64})")
 DAVINCI = re.compile(r"davinci(\d+)$")
 CPU_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+# Linux's largest CPU number (NR_CPUS is at most 8192): a list naming more is no CPU list, and expanding a range
+# such as 0-99999999999 would exhaust the host's memory.
+MAX_CPU = 8191
 TOPO_ROW = re.compile(r"^NPU(\d+)$")
 # CPU implementer 0x48 is HiSilicon; part numbers as the kernel's cputype table names them.
 HISILICON_PARTS = {"0xd01": "Kunpeng-920", "0xd02": "Kunpeng-920 (TaiShan v200M)"}
@@ -221,12 +224,15 @@ def parse_phyid_remap(text):
 
 
 def expand_cpu_list(text):
-    """`0-23,48-71` -> [0, ..., 23, 48, ..., 71], sorted; None for anything that is not such a list."""
+    """`0-23,48-71` -> [0, ..., 23, 48, ..., 71], sorted; None for anything that is not such a list (a CPU
+    above MAX_CPU included)."""
     if not CPU_LIST.match(text or ""):
         return None
     cpus = set()
     for part in text.split(","):
         first, _dash, last = part.partition("-")
+        if int(last or first) > MAX_CPU:
+            return None
         cpus.update(range(int(first), int(last or first) + 1))
     return sorted(cpus)
 

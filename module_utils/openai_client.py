@@ -24,6 +24,10 @@ IMAGE_PLACEHOLDER = "ascend-vllm-fleet:image-url"
 PNG_SIGNATURE = b"\x89PNG"
 # The most a streamed answer's read takes at once: far more than an event, so a burst of them is one read.
 STREAM_READ_BYTES = 65536
+# The most an answer read whole may hold (a chat completion or a model list is kilobytes), and the longest line
+# of a stream (an event is a few hundred bytes): a server that sends more is no vLLM, and is not read on.
+MAX_ANSWER_BYTES = 8 << 20
+MAX_STREAM_LINE_BYTES = 1 << 20
 
 
 class ClientError(Exception):
@@ -160,14 +164,25 @@ class Client:
         return kind(self.host, self.port, timeout=timeout or self.timeout)
 
     def call(self, method, path, body=None, timeout=None):
-        """(status, the answer parsed as JSON, or else its text) of one request; (None, why) without an answer."""
+        """(status, the answer parsed as JSON, or else its text) of one request; (None, why) without an answer.
+
+        timeout bounds the whole exchange, not only each read: a server that trickles its answer a byte at a time
+        is cut off at it, as is one whose answer passes MAX_ANSWER_BYTES."""
+        timeout = timeout or self.timeout
+        deadline = time.monotonic() + timeout
         connection = self.connection(timeout)
         try:
             connection.request(method, self.prefix + path, body=body, headers=self.headers)
+            # The response reads from this socket, even once the connection lets go of it (Connection: close).
+            sock = connection.sock
             response = connection.getresponse()
-            status, raw = response.status, response.read()
+            status, raw = response.status, read_whole(response, sock, deadline)
+        except socket.timeout:
+            return None, "no whole answer within %gs" % timeout
         except (OSError, http.client.HTTPException) as error:
             return None, str(error) or type(error).__name__
+        except AnswerTooLarge as error:
+            return None, str(error)
         finally:
             connection.close()
         text = raw.decode("utf-8", "replace")
@@ -211,13 +226,35 @@ class Client:
             result.error = "connection_reset"
         except (OSError, http.client.HTTPException) as error:
             result.error = "connection_error:%s" % type(error).__name__
-        except ValueError:  # http.client's own, for a chunk size that is no number
+        except ValueError:  # http.client's own, for a chunk size that is no number; a line without end
             result.error = "malformed_stream"
         except Exception as error:  # one request's unforeseen failure must not end a run of thousands
             result.error = "client_error:%s" % type(error).__name__
         finally:
             result.finished = time.monotonic()
             connection.close()
+
+
+class AnswerTooLarge(Exception):
+    pass
+
+
+def read_whole(response, sock, deadline):
+    """The body of a response read from sock, until the deadline (socket.timeout after it) and at most
+    MAX_ANSWER_BYTES (AnswerTooLarge past them)."""
+    chunks, size = [], 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout()
+        sock.settimeout(left)
+        data = response.read1(STREAM_READ_BYTES)
+        if not data:
+            return b"".join(chunks)
+        size += len(data)
+        if size > MAX_ANSWER_BYTES:
+            raise AnswerTooLarge("an answer of more than %d MB, which no vLLM server gives" % (MAX_ANSWER_BYTES >> 20))
+        chunks.append(data)
 
 
 def is_count(value):
@@ -258,6 +295,9 @@ def stream_lines(response):
             break
         lines = (rest + data).split(b"\n")
         rest = lines.pop()
+        if len(rest) > MAX_STREAM_LINE_BYTES:
+            # Joining every read to an ever longer line would cost time quadratic in its length.
+            raise ValueError("a stream line longer than %d bytes" % MAX_STREAM_LINE_BYTES)
         yield from lines
     if rest:
         yield rest

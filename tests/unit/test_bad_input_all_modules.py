@@ -18,6 +18,8 @@ from conftest import REPO, load_library_module
 RUN_MODULE = "from %s import load_library_module\nmodule = load_library_module(%%r)\n%%s\nmodule.main()\n" % (
     load_library_module.__module__)
 SECRET = "sk-do-not-show-this"
+# A `prepare` for run_module: Docker CLI calls end after 1 s instead of docker_cli.DEFAULT_TIMEOUT_S.
+SHORT_DOCKER_TIMEOUT = "import ansible.module_utils.docker_cli as docker_cli\ndocker_cli.DEFAULT_TIMEOUT_S = 1"
 
 
 def run_module(module, prepare="", **args):

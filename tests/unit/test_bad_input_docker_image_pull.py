@@ -7,7 +7,7 @@ import json
 import sys
 
 import pytest
-from test_bad_input_all_modules import assert_refused, run_module
+from test_bad_input_all_modules import SHORT_DOCKER_TIMEOUT, assert_refused, run_module
 
 IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
 DIGEST = "sha256:" + "4f1c" * 16
@@ -179,3 +179,15 @@ def test_check_mode_says_what_a_real_run_would_do_where_docker_is_not_installed_
     assert result["msg"].startswith("would pull %s" % IMAGE) and "/nonexistent/bin/docker" in result["msg"]
     # Bad input is bad in check mode too.
     assert_refused(run_module("docker_image_pull", name="-x", _ansible_check_mode=True), "name '-x'")
+
+
+def test_an_image_inspect_that_hangs_ends_with_the_daemon_named(tmp_path):
+    """Every Docker CLI call has an end (docker_cli.DEFAULT_TIMEOUT_S, shortened here): a wedged daemon does not
+    hold the module forever, and is named as the cause."""
+    hung = tmp_path / "docker"
+    hung.write_text("#!/bin/sh\nexec sleep 60\n")
+    hung.chmod(0o755)
+    result = run_module("docker_image_pull", prepare=SHORT_DOCKER_TIMEOUT,
+                        name=IMAGE, docker=str(hung), retries=1, delay=0)
+    assert_refused(result, "image inspect -- %s` no end after 1s" % IMAGE, "the Docker daemon does not answer",
+                   "systemctl status docker")

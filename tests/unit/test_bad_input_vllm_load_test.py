@@ -166,3 +166,15 @@ def test_resume_reads_a_results_file_with_bytes_that_are_not_utf8(tmp_path, scri
     result = load_test(base_url=scripted, results_file=str(results), resume=True)
     assert [(group["concurrency"], group["resumed"]) for group in result["groups"]] == [(1, True), (2, False)]
     assert Scripted.chats == 2
+
+
+def test_a_key_read_from_its_env_file_is_masked_when_the_server_echoes_it(tmp_path, scripted):  # noqa: F811
+    env_file = tmp_path / "vllm-ascend.env"
+    env_file.write_text("VLLM_API_KEY=%s\n" % SECRET)
+    Scripted.chat = (500, json.dumps({"error": {"message": "bad key %s in request" % SECRET}}).encode())
+    result = run_module("vllm_load_test", **dict(SMALL, base_url=scripted, api_key_file=str(env_file),
+                                                 answer_check="sane"))
+    assert not result.get("failed"), result
+    (before, after) = result["answer_checks"]
+    assert "HTTP 500" in before["failure"] and "HTTP 500" in after["failure"]
+    assert SECRET not in json.dumps(result)

@@ -5,7 +5,7 @@ import json
 import time
 
 import pytest
-from test_bad_input_all_modules import SECRET, assert_refused, run_module
+from test_bad_input_all_modules import SECRET, SHORT_DOCKER_TIMEOUT, assert_refused, run_module
 from test_openai_client import serving
 
 from conftest import free_port
@@ -180,3 +180,23 @@ def test_a_file_the_deploy_expects_in_the_container_is_checked_with_the_smoke_re
     missing = probe(base_url=scripted, container="vllm-ascend",
                     docker=fake_docker(tmp_path, "running 0 0", has_file=False), required_files=[path])
     assert_refused(missing, path + " is not in the container", "vllm_server_jemalloc_path")
+
+
+def test_a_docker_inspect_that_hangs_ends_the_wait_naming_the_daemon(scripted, tmp_path):  # noqa: F811
+    hung = tmp_path / "docker"
+    hung.write_text("#!/bin/sh\nexec sleep 60\n")
+    hung.chmod(0o755)
+    result = run_module("vllm_probe", prepare=SHORT_DOCKER_TIMEOUT,
+                        base_url=scripted, model=MODEL, timeout=30, image_size="32x24", container="vllm-ascend",
+                        docker=str(hung), log_lines=0, answer_check="none")
+    assert result.get("failed") and "`docker inspect` of container vllm-ascend no end after 1s" in result["msg"], (
+        result)
+
+
+def test_a_key_read_from_its_env_file_is_masked_when_the_server_echoes_it(scripted, tmp_path):  # noqa: F811
+    env_file = tmp_path / "vllm-ascend.env"
+    env_file.write_text("VLLM_API_KEY=%s\n" % SECRET)
+    Scripted.chat = (500, json.dumps({"error": {"message": "bad key %s in request" % SECRET}}).encode())
+    result = probe(base_url=scripted, api_key_file=str(env_file), timeout=5)
+    assert result.get("failed") and "HTTP 500" in result["msg"], result
+    assert SECRET not in json.dumps(result)

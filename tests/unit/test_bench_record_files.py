@@ -113,3 +113,20 @@ def test_the_roles_filters_name_the_files_bench_record_reads(tmp_path):
     assert run_ended(None, 600, waited_s=22 * 30) is False  # 22 polls of 30 s: 660 s waited
     assert run_ended(None, 600, waited_s=23 * 30) is True
 
+
+
+def test_lines_nested_too_deep_or_too_long_are_skipped_and_counted(tmp_path):
+    """A hostile or broken line must not end the report or a resume in a RecursionError or a MemoryError."""
+    path = tmp_path / "vllm-ascend.jsonl"
+    append_result(str(path), record(1, 2.0))
+    with open(path, "a") as handle:
+        handle.write("[" * 200000 + "]" * 200000 + "\n")
+        handle.write('{"image_size": "' + "x" * (3 << 20) + '"}\n')
+    append_result(str(path), record(8, 4.0))
+    records, skipped = read_results(str(path))
+    assert [r["concurrency"] for r in records] == [1, 8] and skipped == 2
+
+
+def test_a_progress_file_nested_too_deep_is_no_progress_file():
+    with pytest.raises(ValueError, match="not a benchmark progress file"):
+        read_progress("[" * 200000 + "]" * 200000)

@@ -188,3 +188,55 @@ def test_lines_come_whole_however_the_bytes_arrive():
         assert list(stream_lines(Pieces([stream[:cut], stream[cut:]]))) == expected
     assert list(stream_lines(Pieces([bytes([byte]) for byte in stream]))) == expected
     assert list(stream_lines(Pieces([]))) == []
+
+
+class Hostile(http.server.BaseHTTPRequestHandler):
+    """Answers no vLLM gives: /trickle sends its body a byte every 0.2 s, /huge sends 9 MB, /long-line streams a
+    line of 2 MB without a newline."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        if self.path == "/trickle":
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            for _byte in range(100):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.2)
+        elif self.path == "/huge":
+            body = b"[" + b"0," * (9 << 19) + b"0]"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(b"data: " + b"a" * (2 << 20))
+        self.wfile.flush()
+
+
+def test_an_answer_trickled_a_byte_at_a_time_ends_at_the_timeout():
+    """Each byte comes well within the timeout; the whole answer never does."""
+    with serving(Hostile) as url:
+        # Read to its end, the answer would be (200, "xxx...") after 20 s.
+        assert Client(url).call("GET", "/trickle", timeout=1) == (None, "no whole answer within 1s")
+
+
+def test_an_answer_larger_than_any_vllm_gives_is_not_read_whole():
+    with serving(Hostile) as url:
+        status, why = Client(url).call("GET", "/huge", timeout=30)
+    assert status is None and "more than 8 MB" in why
+
+
+def test_a_stream_line_without_end_is_a_malformed_stream():
+    with serving(Hostile) as url:
+        result = StreamResult()
+        Client(url, timeout=30).stream_chat(b"{}", result)
+    assert result.error == "malformed_stream"
