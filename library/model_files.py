@@ -16,6 +16,9 @@ description:
   - Checks that C(path) holds C(model.safetensors.index.json), every weight shard the index names and the
     C(required) files, and that none of them is empty (an interrupted copy or download leaves empty or
     missing shards).
+  - Each C(.safetensors) shard must be as long as its own header says (8 bytes of header length, the JSON
+    header, then the tensors up to the largest end offset it names). A copy cut short leaves a shard with bytes
+    that vLLM fails on minutes into the load.
   - Reports what is missing instead of failing, unless C(fail_on_incomplete) is set; then the failure
     message lists every missing or empty file.
   - An index that is not a JSON object of shard files, or that names a shard outside the folder (an absolute
@@ -84,6 +87,12 @@ empty:
   type: list
   elements: str
   sample: []
+truncated:
+  description: Shards shorter than their header says, or whose header is no safetensors header, each with why.
+  returned: always
+  type: list
+  elements: str
+  sample: ["model-00002-of-00004.safetensors (1073741824 of 3900000000 bytes)"]
 shards:
   description: Weight shards named by the index (or found, when there is no index).
   returned: always
@@ -111,6 +120,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.option_checks import OptionError, unexpected_failure
 
 INDEX = "model.safetensors.index.json"
+# The safetensors format: an 8-byte little-endian header length, the JSON header, the tensors. A header is
+# kilobytes; one claiming more than this is no header.
+SAFETENSORS_HEADER_MAX = 100 << 20
 # How the index's JSON values are named in messages, as its author would name them.
 JSON_KINDS = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
               bool: "true or false", type(None): "null"}
@@ -166,6 +178,23 @@ def shards_of(path, problems):
     return sorted(shards)
 
 
+def truncation(full, size):
+    """Why a .safetensors file of size bytes is shorter than its header says, or no safetensors file; None if
+    it is whole."""
+    with open(full, "rb") as handle:
+        start = handle.read(8)
+        length = int.from_bytes(start, "little") if len(start) == 8 else None
+        if length is None or length > min(size - 8, SAFETENSORS_HEADER_MAX):
+            return "%d bytes, no safetensors header" % size
+        try:
+            header = json.loads(handle.read(length).decode("utf-8"))
+            ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return "%d bytes, no safetensors header" % size
+    expected = 8 + length + max([end for end in ends if isinstance(end, int)] or [0])
+    return "%d of %d bytes" % (size, expected) if size < expected else None
+
+
 def check_options(params):
     path = params["path"]
     example = "the model folder on the host, for example /data/models/Qwen3-VL-8B-Instruct"
@@ -186,7 +215,7 @@ def check_options(params):
 def check_folder(module):
     """The module's result for its folder, and the message of an incomplete one (None when complete)."""
     path = module.params["path"]
-    problems, missing, empty, total = [], [], [], 0
+    problems, missing, empty, truncated, total = [], [], [], [], 0
     shards = shards_of(path, problems) if os.path.isdir(path) else []
     required = [INDEX] + [name for name in module.params["required"] if name != INDEX]
     for name in required + shards:
@@ -196,9 +225,14 @@ def check_folder(module):
         elif os.path.getsize(full) == 0:
             empty.append(name)
         else:
-            total += os.path.getsize(full)
-    complete = os.path.isdir(path) and not (missing or empty or problems)
-    result = dict(changed=False, complete=complete, missing=missing, empty=empty, shards=shards, total_bytes=total)
+            size = os.path.getsize(full)
+            total += size
+            why = truncation(full, size) if name.endswith(".safetensors") else None
+            if why:
+                truncated.append("%s (%s)" % (name, why))
+    complete = os.path.isdir(path) and not (missing or empty or truncated or problems)
+    result = dict(changed=False, complete=complete, missing=missing, empty=empty, truncated=truncated,
+                  shards=shards, total_bytes=total)
     if complete:
         return result, None
     if os.path.isfile(path):
@@ -207,7 +241,8 @@ def check_folder(module):
         why = "the folder does not exist"
     else:
         why = "; ".join(problems + (["missing: " + ", ".join(missing)] if missing else [])
-                        + (["empty: " + ", ".join(empty)] if empty else []))
+                        + (["empty: " + ", ".join(empty)] if empty else [])
+                        + (["cut short: " + ", ".join(truncated)] if truncated else []))
     return result, ("model folder %s is incomplete: %s. Fix: copy the whole model folder again (or set "
                     "model_weights_source to stage it), then re-run" % (path, why))
 

@@ -256,6 +256,11 @@ groups:
       unreliable: false
       finished_at: 1796000000.0
       resumed: false
+progress_error:
+  description: Why the last write of the progress file failed (a full disk), or null; the run goes on without it.
+  returned: always
+  type: str
+  sample: null
 answer_checks:
   description:
     - The answer checks of this run, C(before) and C(after) the matrix (none with C(answer_check) none or in
@@ -575,7 +580,7 @@ def run(params, check_mode=False):
     progress = ProgressWriter(None if check_mode else params["results_file"])
     result = {"base_url": params["base_url"], "model": params["model"], "results_file": params["results_file"],
               "planned_groups": 0, "planned_requests": 0, "estimated_seconds": 0.0, "stopped_by_deadline": False,
-              "groups": [], "answer_checks": []}
+              "groups": [], "answer_checks": [], "progress_error": None}
     try:
         client = validate(params)
         groups = plan(params)
@@ -587,6 +592,7 @@ def run(params, check_mode=False):
         progress.finish(len(result["groups"]), result["planned_groups"], error=str(error) or type(error).__name__)
         raise
     progress.finish(len(result["groups"]), result["planned_groups"])
+    result["progress_error"] = progress.error
     return result
 
 

@@ -296,19 +296,25 @@ class ProgressWriter:
     def __init__(self, results_path):
         self.path = progress_file(results_path) if results_path else None
         self.written = None
+        self.error = None  # why the last write failed, None once one succeeds
 
     def update(self, state, force=False):
         """Write state (the fields in this file's docstring but updated_at), at most every PROGRESS_EVERY_S
-        unless forced."""
+        unless forced. A write that fails (a full disk) is tried again at the next update, and never stops the
+        run: the progress only tells how far it is, the results file keeps what it measured."""
         now = time.monotonic()
         if not self.path or (not force and self.written is not None and now - self.written < PROGRESS_EVERY_S):
             return
         self.written = now
-        _make_folder_of(self.path)
         temporary = self.path + ".tmp"
-        with open(temporary, "w") as handle:
-            json.dump(dict(state, updated_at=time.time()), handle, sort_keys=True)
-        os.replace(temporary, self.path)
+        try:
+            _make_folder_of(self.path)
+            with open(temporary, "w") as handle:
+                json.dump(dict(state, updated_at=time.time()), handle, sort_keys=True)
+            os.replace(temporary, self.path)
+            self.error = None
+        except OSError as error:
+            self.error = "%s: %s" % (self.path, error.strerror or error)
 
     def finish(self, groups_done, groups_total, error=None):
         state = {"finished": True, "groups_done": groups_done, "groups_total": groups_total}

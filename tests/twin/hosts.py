@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import stat
+import struct
 
 import yaml
 
@@ -50,13 +51,14 @@ def load_profiles():
         return yaml.safe_load(handle)
 
 
-def _write(path, text, mode=0o644):
-    """Write only when the content differs, so a second `up` touches nothing."""
+def _write(path, content, mode=0o644):
+    """Write text (or bytes) only when the content differs, so a second `up` touches nothing."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
+    data = content if isinstance(content, bytes) else content.encode()
+    if not path.exists() or path.read_bytes() != data:
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
+        tmp.write_bytes(data)
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     elif stat.S_IMODE(path.stat().st_mode) != mode:
@@ -96,8 +98,21 @@ def build_driver_files(root, profile):
     _write(root / "usr/local/dcmi" / npu_smi.PROFILE_NAME, json.dumps(profile, indent=2, sort_keys=True) + "\n")
 
 
+def safetensors(tensors):
+    """The bytes of a .safetensors file holding tensors (name -> float16 values), laid out as the format is: an
+    8-byte little-endian header length, the JSON header (padded with spaces to 8 bytes), then the data."""
+    header, data = {"__metadata__": {"format": "pt"}}, b""
+    for name, values in sorted(tensors.items()):
+        raw = struct.pack("<%de" % len(values), *values)
+        header[name] = {"dtype": "F16", "shape": [len(values)], "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
 def build_model(folder):
-    """A Qwen3-VL-8B-Instruct folder with every file the real one has, weights replaced by a few bytes."""
+    """A Qwen3-VL-8B-Instruct folder with every file the real one has, weights replaced by a few values each."""
     _write(folder / "config.json", json.dumps(MODEL_CONFIG, indent=2) + "\n")
     for name, content in MODEL_SMALL_FILES.items():
         _write(folder / name, json.dumps(content, indent=2, ensure_ascii=False) + "\n")
@@ -107,4 +122,5 @@ def build_model(folder):
     _write(folder / "model.safetensors.index.json",
            json.dumps({"metadata": {"total_size": 17534340096}, "weight_map": weight_map}, indent=2) + "\n")
     for shard in shards:
-        _write(folder / shard, "twin placeholder weights\n")
+        _write(folder / shard, safetensors({name: [0.5, -1.0, 2.0, 0.25] for name, file in weight_map.items()
+                                            if file == shard}))

@@ -93,3 +93,13 @@ def test_the_key_is_read_from_the_servers_env_file(server, tmp_path):  # noqa: F
         load_test.validate(params(base_url=server, api_key_file=str(env_file)))
     with pytest.raises(load_test.ClientError, match="cannot be read .*FileNotFoundError"):
         load_test.validate(params(base_url=server, api_key_file=str(tmp_path / "missing.env")))
+
+
+def test_a_progress_file_that_cannot_be_written_does_not_stop_the_run(server, tmp_path):  # noqa: F811
+    """A full disk, or anything else in the way of the progress file: every group is still measured and recorded."""
+    results = tmp_path / "vllm-ascend.jsonl"
+    (tmp_path / "vllm-ascend.jsonl.progress.json").mkdir()  # where the progress file goes: os.replace fails
+    result = load_test.run(params(base_url=server, results_file=str(results)))
+    assert [(g["concurrency"], g["completed"]) for g in result["groups"]] == [(1, 2), (2, 2)]
+    assert len(read_results(str(results))[0]) == 2
+    assert "vllm-ascend.jsonl.progress.json" in result["progress_error"]

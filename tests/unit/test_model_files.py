@@ -90,14 +90,34 @@ def test_sizes_add_up_and_every_key_is_documented(tmp_path):
     folder.mkdir()
     index = '{"weight_map": {"a": "one.safetensors", "b": "two.safetensors", "c": "one.safetensors"}}'
     (folder / INDEX).write_text(index)
-    (folder / "one.safetensors").write_text("abc")
-    (folder / "two.safetensors").write_text("defgh")
+    one, two = hosts.safetensors({"a": [1.0], "c": [2.0]}), hosts.safetensors({"b": [3.0, 4.0]})
+    (folder / "one.safetensors").write_bytes(one)
+    (folder / "two.safetensors").write_bytes(two)
     (folder / "config.json").write_text("{}")
     result = check(tmp_path, path=str(folder), required=["config.json"])
     assert result["complete"] and result["shards"] == ["one.safetensors", "two.safetensors"]
-    assert result["total_bytes"] == len(index) + 3 + 5 + 2
+    assert result["total_bytes"] == len(index) + len(one) + len(two) + 2
     documented = set(module_doc()["return"])
     assert set(result) - {"changed", "invocation"} == documented - {"msg"}
     (folder / "two.safetensors").unlink()
     failed = check(tmp_path, path=str(folder), fail_on_incomplete=True)
     assert set(failed) - {"changed", "invocation", "failed"} == documented
+
+
+def test_a_shard_cut_short_or_of_no_safetensors_is_named(tmp_path):
+    """An interrupted copy can leave a shard with bytes, only fewer than its header says."""
+    folder = tmp_path / "m"
+    hosts.build_model(folder)
+    cut = folder / "model-00002-of-00004.safetensors"
+    whole = cut.read_bytes()
+    cut.write_bytes(whole[:-3])
+    (folder / "model-00004-of-00004.safetensors").write_text("twin placeholder weights\n")
+    result = check(tmp_path, path=str(folder), required=ROLE_REQUIRED, fail_on_incomplete=True)
+    assert result["failed"] and not result["complete"] and result["empty"] == []
+    assert result["truncated"] == ["model-00002-of-00004.safetensors (%d of %d bytes)" % (len(whole) - 3, len(whole)),
+                                   "model-00004-of-00004.safetensors (25 bytes, no safetensors header)"]
+    assert "cut short: model-00002-of-00004.safetensors (%d of %d bytes)" % (len(whole) - 3, len(whole)) in (
+        result["msg"])
+    cut.write_bytes(whole)
+    hosts.build_model(folder)
+    assert check(tmp_path, path=str(folder), required=ROLE_REQUIRED)["complete"]

@@ -258,3 +258,19 @@ def test_the_api_key_guards_v1_only_as_vllm_does(root):
                                 timeout=5).status_code == 200
     finally:
         running.shutdown()
+
+
+@pytest.mark.parametrize("damage,error", [
+    (lambda whole: whole[:-3], "MetadataIncompleteBuffer"),
+    (lambda whole: b"twin placeholder weights\n", "HeaderTooLarge"),
+    (lambda whole: whole[:8] + b"{" * (len(whole) - 8), "InvalidHeaderDeserialization"),
+])
+def test_a_shard_the_safetensors_loader_cannot_read_stops_the_load(tmp_path, damage, error):
+    """As vLLM's loader (safetensors) refuses it: a copy cut short, or bytes of no safetensors file."""
+    model = tmp_path / MODEL
+    hosts.build_model(model)
+    shard = model / "model-00003-of-00004.safetensors"
+    assert cli.load_model_config(str(model))["architectures"]
+    shard.write_bytes(damage(shard.read_bytes()))
+    with pytest.raises(cli.Refusal, match="SafetensorError: Error while deserializing header: " + error):
+        cli.load_model_config(str(model))

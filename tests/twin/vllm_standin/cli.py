@@ -137,7 +137,27 @@ def load_model_config(path):
         for shard in shards:
             if not os.path.isfile(os.path.join(path, shard)):
                 raise Refusal("FileNotFoundError: No such file or directory: '%s'" % os.path.join(path, shard))
+            problem = safetensors_problem(os.path.join(path, shard))
+            if problem:
+                raise Refusal("safetensors_rust.SafetensorError: Error while deserializing header: %s" % problem)
     return config
+
+
+def safetensors_problem(path):
+    """What the safetensors loader says of a shard it cannot read (its error kinds), or None: a header longer than
+    the file, or tensors that end past it (a copy cut short)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        start = handle.read(8)
+        length = int.from_bytes(start, "little") if len(start) == 8 else size
+        if length > size - 8:
+            return "HeaderTooLarge"
+        try:
+            header = json.loads(handle.read(length))
+            end = max([entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"] or [0])
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return "InvalidHeaderDeserialization"
+    return "MetadataIncompleteBuffer" if 8 + length + end > size else None
 
 
 def model_dtype(config):
