@@ -20,6 +20,16 @@ os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.execut
                                       os.environ.get("PATH", "")])
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist's --dist loadgroup (scripts/dev test), a module's tests run on one worker, so its
+    module-scoped fixtures (a twin fleet, a server) are made once; modules sharing a session fixture name their
+    group themselves (xdist_group("pair"))."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 def read_fixture(name):
     """A real npu-smi sample without its '# source:' line."""
     path = FIXTURES / name
@@ -91,3 +101,23 @@ def run_playbook(tmp_dir, inventory, playbook="site.yml", *args):
         inventory=str(inventory), cmdline=" ".join(args), quiet=True,
         envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, settings={"suppress_env_files": True})
     return PlaybookRun(runner)
+
+
+@pytest.fixture(scope="session")
+def pair(tmp_path_factory):
+    """Two deployed twin hosts, npu-a (4 cards, the seed's) and npu-b (2 cards), and cli-bad (a driver too old,
+    in the inventory only for the runs that name it), shared by the modules of the xdist group "pair": one
+    fleet and one first deploy for all of them. Tests take it through `shared_pair`, which holds them to
+    leaving it as the deploy left it."""
+    from twin_fleet import PAIR, PAIR_EXTRA, DeployedFleet  # the twin's modules load only where a fleet is used
+    fleet = DeployedFleet(tmp_path_factory.mktemp("pair"), dict(PAIR, **PAIR_EXTRA), extra_hosts=PAIR_EXTRA)
+    fleet.deploy()
+    yield fleet
+    fleet.down()
+
+
+@pytest.fixture
+def shared_pair(pair):
+    with pair.guarded():
+        yield pair
+

@@ -1,4 +1,11 @@
-"""Private twin fleets for tests: hosts of their own on the twin network, reached over SSH, own inventory."""
+"""Twin fleets for tests: hosts of their own on the twin network, reached over SSH, own inventory.
+
+A fleet is made for one test module (PlayFleet); a DeployedFleet is deployed once and then left by each test
+as that deploy left it (a guard checks), so that several tests, or several modules, share it: the `pair` of
+tests/conftest.py serves a whole session.
+"""
+import contextlib
+import json
 import pathlib
 import subprocess
 import sys
@@ -12,6 +19,17 @@ from twin.lifecycle import Twin
 
 DEFAULT_CONTAINER = "vllm-ascend"
 DEFAULT_PORT = 8000
+# The shared fleet (tests/conftest.py's `pair`): a host of the seed's four cards, one of two, and one that
+# preflight refuses, made with them but left out of their runs.
+PAIR = {"npu-a": "seed_duo4", "npu-b": "duo2"}
+PAIR_EXTRA = {"cli-bad": "old_driver_24"}
+CONFIG_DIR = "/etc/vllm-ascend"  # fleet_config_dir's default, as on a real host
+SALT = CONFIG_DIR + "/.config-hash-salt"  # fleet_hash_salt_file's default
+LABEL = "ascend-vllm-fleet"  # fleet_label_prefix's default
+# A container's fields a shared fleet's test must leave as it found them (the Id changes on any replacement).
+CONTAINER_STATE = ("{{.Name}} {{.State.Status}} {{.Config.Image}} {{.HostConfig.RestartPolicy.Name}} "
+                   "{{index .Config.Labels \"%s.config-hash\"}} "
+                   "{{range .HostConfig.Devices}}{{.PathOnHost}},{{end}}" % LABEL)
 
 
 class PlayFleet:
@@ -32,13 +50,14 @@ class PlayFleet:
         """The TwinHost: exec, docker, inspect, read_text, url, and `root`, its Ascend files on this machine."""
         return self.twin_fleet[name]
 
-    def write(self, **overrides):
-        """Write the inventory; overrides maps a host to variables added for this run only."""
-        return self.twin_fleet.write_inventory(**overrides)
+    def write(self, hosts=None, **overrides):
+        """Write the inventory of hosts (by default the fleet's); overrides maps a host to variables added for
+        this run only."""
+        return self.twin_fleet.write_inventory(only=hosts or self.hosts, **overrides)
 
-    def play(self, *args, playbook="site.yml", preflight=False, **overrides):
+    def play(self, *args, playbook="site.yml", preflight=False, hosts=None, **overrides):
         """Run a playbook; site.yml runs without its preflight phase (tested on its own) unless asked."""
-        self.write(**overrides)
+        self.write(hosts, **overrides)
         self.runs += 1
         if playbook == "site.yml" and not preflight:
             args += ("--skip-tags", "preflight")
@@ -73,6 +92,77 @@ class PlayFleet:
 
     def down(self):
         self.twin_fleet.down()
+
+
+class DeployedFleet(PlayFleet):
+    """A fleet deployed once and shared by several tests: each test leaves it as the deploy left it."""
+
+    def __init__(self, base, hosts, extra_hosts=()):
+        """extra_hosts: made with the fleet but in its inventory only for the runs that name them
+        (play(..., hosts=...)): the shared hosts' deploys do not pay for them."""
+        super().__init__(base, hosts)
+        self.hosts = [name for name in self.hosts if name not in extra_hosts]
+        self.deployed = None
+        self.baseline = None
+
+    def deploy(self):
+        """The first deploy, preflight included; what every test then finds (the baseline)."""
+        self.deployed = self.play(preflight=True)
+        assert self.deployed.rc == 0, self.deployed.stdout
+        self.baseline = self.state()
+        return self.deployed
+
+    def state(self):
+        """host -> this collection's containers (name, status, image, restart policy, config-hash label, chips)
+        and a checksum of every file in the config folder (the plan, the rendered runs, the env files)."""
+        found = {}
+        for name in self.hosts:
+            host = self[name]
+            ids = host.docker("ps", "-aq", "--filter", "label=%s.host" % LABEL).stdout.split()
+            containers = sorted(host.docker("container", "inspect", "-f", CONTAINER_STATE, *ids).stdout.splitlines()
+                                if ids else [])
+            files = host.exec("sh", "-c", "cd %s 2>/dev/null && sha256sum -- * .[!.]* 2>/dev/null; true"
+                              % CONFIG_DIR).stdout.splitlines()
+            found[name] = {"containers": containers, "files": sorted(files)}
+        return found
+
+    def changes(self):
+        """What differs from the baseline, one line per host and kind; empty when nothing does."""
+        now = self.state()
+        return ["%s, %s: %s, was %s" % (name, kind, json.dumps(now[name][kind]), json.dumps(self.baseline[name][kind]))
+                for name in self.hosts for kind in ("containers", "files")
+                if now[name][kind] != self.baseline[name][kind]]
+
+    def restore(self):
+        """The inventory's settings back, on the hosts that differ from the baseline only, by the server phase
+        alone; nothing runs where nothing changed. Returns the run, or None."""
+        changed = sorted({line.split(",", 1)[0] for line in self.changes()})
+        if not changed:
+            return None
+        run = self.play("--tags", "server", "--limit", ",".join(changed))
+        assert run.rc == 0, run.stdout
+        left = self.changes()
+        assert not left, "the server phase did not restore the shared fleet:\n" + "\n".join(left)
+        return run
+
+    def salts(self):
+        """host -> its config-hash salt, which a teardown removes: put back (put_salts) before the next deploy,
+        the same labels come back."""
+        return {name: self[name].read_text(SALT) for name in self.hosts}
+
+    def put_salts(self, salts):
+        for name, salt in salts.items():
+            self[name].exec("sh", "-c", "mkdir -p %s && umask 077 && cat > %s" % (CONFIG_DIR, SALT), input=salt)
+
+    @contextlib.contextmanager
+    def guarded(self):
+        """Fail a test that leaves the fleet changed, naming what it changed, after putting it back for the next."""
+        self.write()  # the inventory of the shared hosts, whatever the last test wrote
+        yield self
+        left = self.changes()
+        if left:
+            self.restore()
+            pytest.fail("the test left the shared fleet changed (restore what a test changes):\n" + "\n".join(left))
 
 
 def command_lines():

@@ -7,18 +7,17 @@ import sys
 import pytest
 
 from ascend_vllm_fleet import cli
-from twin_fleet import DEFAULT_CONTAINER, PlayFleet
+from twin_fleet import DEFAULT_CONTAINER
 
-pytestmark = pytest.mark.docker
-A, B, BAD = "npu-a", "npu-b", "cli-bad"
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("pair")]
+A, B, BAD = "npu-a", "npu-b", "cli-bad"  # the shared pair, and its host with a driver too old
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    fleet = PlayFleet(tmp_path_factory.mktemp("cli"), {A: "seed_duo4", B: "duo2", BAD: "old_driver_24"})
-    yield fleet
-    assert cli.main(["teardown", "-i", str(fleet.inventory)]) == 0
-    fleet.down()
+@pytest.fixture
+def fleet(shared_pair):
+    """The shared pair with its bad host in the inventory."""
+    shared_pair.write(hosts=[A, B, BAD])
+    return shared_pair
 
 
 def run(*argv):
@@ -76,3 +75,8 @@ def test_artifacts_hold_no_secret(fleet):
     found = subprocess.run(["grep", "-rl", "sk-cli-secret", artifacts], stdout=subprocess.PIPE,
                            universal_newlines=True)
     assert found.returncode == 1, "secret written to %s (grep exit %d)" % (found.stdout, found.returncode)
+
+
+def test_teardown_of_a_host_that_runs_nothing_of_ours_succeeds(fleet):
+    assert cli.main(["teardown", "-i", str(fleet.inventory), "-l", BAD]) == 0
+    assert fleet[BAD].docker("ps", "-aq").stdout.split() == []

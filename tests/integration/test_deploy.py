@@ -1,7 +1,8 @@
 """site.yml deploys twin hosts over SSH: idempotence, rollback, layouts, errors, the verify suite, teardown.
 
-Uses two private twin hosts (own containers, engines and inventory) so the demo fleet is left alone; each
-host's engine pulls the stand-in image from the twin's registry, which `scripts/dev test` brings up.
+Runs on the shared pair (tests/conftest.py): two twin hosts whose engines pulled the stand-in image from the
+twin's registry on the session's first deploy. Each test leaves them as that deploy did: a change is put back
+by the server phase on the changed host alone (DeployedFleet.restore).
 """
 import json
 import os
@@ -14,14 +15,13 @@ import requests
 
 from twin import hosts
 from twin.shell import docker
+from twin_fleet import CONFIG_DIR
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as PORT
-from twin_fleet import PlayFleet
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("pair")]
 MODEL = "Qwen3-VL-8B-Instruct"
 A, B = "npu-a", "npu-b"
-CONFIG_DIR = "/etc/vllm-ascend"  # the role's default, as on a real host
 
 
 def serves(fleet, name, port=PORT, api_key=None):
@@ -48,18 +48,15 @@ def run_failures(run):
             yield data.get("task"), dict(data.get("res") or {}, _host=data.get("host"))
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    fleet = PlayFleet(tmp_path_factory.mktemp("deploy"), {A: "seed_duo4", B: "duo2"})
-    yield fleet
-    fleet.down()
+@pytest.fixture
+def fleet(shared_pair):
+    return shared_pair
 
 
-@pytest.fixture(scope="module")
-def deployed(fleet):
-    run = fleet.play(preflight=True)
-    assert run.rc == 0, run.stdout
-    return run
+@pytest.fixture
+def deployed(pair):
+    """The session's first deploy of the pair, preflight included."""
+    return pair.deployed
 
 
 def test_fresh_deploy_serves_then_repeats_change_nothing(fleet, deployed):
@@ -80,8 +77,8 @@ def test_each_host_pulled_the_image_itself_from_the_mirror(fleet, deployed):
         assert images == ["twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1-310p"], (name, images)
         daemon = json.loads(fleet[name].read_text("/etc/docker/daemon.json"))
         assert daemon["insecure-registries"] == ["twin-registry:5000"]
-        # The host's own settings (the twin's engine runs on vfs in its own cgroup) are merged, not overwritten.
-        assert daemon["storage-driver"] == "vfs" and daemon["cgroup-parent"]
+        # The host's own settings (the twin's storage driver and cgroup) are merged, not overwritten.
+        assert daemon["storage-driver"] in ("overlay2", "vfs") and daemon["cgroup-parent"]
 
 
 def test_changed_variable_replaces_only_the_affected_container(fleet, deployed):
@@ -97,7 +94,7 @@ def test_changed_variable_replaces_only_the_affected_container(fleet, deployed):
     assert after[A] != before[A] and after[B] == before[B]
     assert "4096" in fleet[A].inspect(NAME)["Args"]
     assert serves(fleet, A)
-    assert fleet.play().rc == 0  # back to the inventory's settings
+    assert fleet.restore().rc == 0  # back to the inventory's settings, on npu-a alone
 
 
 def rendered_files(fleet, name):
@@ -142,7 +139,7 @@ def test_a_replacement_interrupted_while_waiting_is_put_back_by_the_next_run(fle
     assert "The previous container is serving again" in failure_text(run, B)
     assert serves(fleet, B) and host.inspect(NAME + "-previous") is None
     assert rendered_files(fleet, B) == files_before
-    assert fleet.play().rc == 0
+    assert fleet.restore() is None, "the rollback left the host as before the change"
     code, output = fleet.verify()
     assert code == 0, output
 
@@ -162,7 +159,8 @@ def test_a_previous_container_that_no_longer_serves_is_reported_as_such(fleet, d
     assert "The previous container is serving again" not in text
     assert text.count("No such file or directory") >= 2, "both the new and the restored container's reason"
     assert "4096" not in fleet[B].inspect(NAME)["Args"], "the container put back must be the previous one"
-    assert fleet.play().rc == 0 and serves(fleet, B)
+    # With its shard back, the server phase finds the container put back serving again.
+    assert fleet.play("--tags", "server", "--limit", B).rc == 0 and serves(fleet, B)
 
 
 def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
@@ -175,7 +173,7 @@ def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
                          if device["PathInContainer"][len("/dev/davinci"):].isdigit())
         assert davinci == ["/dev/davinci%d" % (2 * index), "/dev/davinci%d" % (2 * index + 1)]
         assert serves(fleet, A, PORT + index)
-    back = fleet.play()
+    back = fleet.restore()
     assert back.rc == 0 and serves(fleet, A)
     assert fleet[A].inspect("%s-npu1" % NAME) is None
 
@@ -208,13 +206,14 @@ def test_an_operators_key_stays_out_of_scripts_labels_output_and_process_lists(f
     assert code == 0, output
     assert key not in output
     assert commands and not [command for command in commands if key in command], "the key is in a process list"
+    assert fleet.restore().rc == 0 and not serves(fleet, B, api_key=key)
 
 
 def test_an_empty_key_serves_an_open_api_without_an_env_file(fleet, deployed):
     run = fleet.play(**{B: {"fleet_api_key": ""}})
     assert run.rc == 0, run.stdout
     assert serves(fleet, B, api_key="") and not fleet[B].exists("%s/%s.env" % (CONFIG_DIR, NAME))
-    assert fleet.play().rc == 0 and serves(fleet, B) and not serves(fleet, B, api_key="")
+    assert fleet.restore().rc == 0 and serves(fleet, B) and not serves(fleet, B, api_key="")
 
 
 def test_missing_shard_is_named(fleet, deployed):
@@ -338,7 +337,7 @@ def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed
     assert code != 0, output
     assert re.search(r"%s, instance %s: maps \[[^\]]*\], planned \[[^\]]*/dev/davinci3'" % (
         re.escape(B), re.escape(NAME)), output), output
-    restored = fleet.play()
+    restored = fleet.restore()
     assert restored.rc == 0, restored.stdout
     assert fleet.verify()[0] == 0
 
@@ -352,32 +351,58 @@ def edit_plan(host, change):
     host.exec("sh", "-c", "cat > %s" % PLAN, input=json.dumps(plan))
 
 
-@pytest.mark.parametrize("what,change,expected", [
-    ("restart policy", lambda host: host.docker("update", "--restart", "no", NAME),
-     "instance %s: restart policy no, expected unless-stopped" % NAME),
-    ("config hash", lambda host: host.exec("sed", "-i", "s/config-hash=[0-9a-f]*/config-hash=0000/",
-                                           "%s/%s.sh" % (CONFIG_DIR, NAME)),
-     "instance %s: config-hash label" % NAME),
-    ("image", lambda host: edit_plan(host, lambda plan: plan.update(image="quay.io/ascend/vllm-ascend:v9")),
-     "instance %s: runs image twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1-310p, expected "
-     "quay.io/ascend/vllm-ascend:v9" % NAME),
-    ("port", lambda host: edit_plan(host, lambda plan: plan["instances"][0].update(port=8099)),
-     "instance %s: nothing listens on port 8099" % NAME),
-    ("answer", lambda host: edit_plan(host, lambda plan: plan.update(served_name="Qwen3-VL-235B")),
-     "instance %s: does not serve" % NAME),
-])
-def test_verify_suite_fails_on_each_thing_it_checks(fleet, deployed, what, change, expected):
-    host = fleet[B]
-    saved = {path: host.read_text(path) for path in (PLAN, "%s/%s.sh" % (CONFIG_DIR, NAME))}
-    change(host)
-    try:
-        code, output = fleet.verify()
-    finally:
-        for path, text in saved.items():
-            host.exec("sh", "-c", "cat > %s" % path, input=text)
-        host.docker("update", "--restart", "unless-stopped", NAME)
-    assert code != 0 and "%s, %s" % (B, expected) in output, (what, output)
-    assert fleet.verify()[0] == 0
+def break_restart_policy(host):
+    host.docker("update", "--restart", "no", NAME)
+
+
+def break_config_hash(host):
+    host.exec("sed", "-i", "s/config-hash=[0-9a-f]*/config-hash=0000/", "%s/%s.sh" % (CONFIG_DIR, NAME))
+
+
+# What the verify suite must name, planted in rounds: in one round each verify test meets one fault per host
+# (a test stops at its host's first failed check), so the faults of a round are told apart.
+PLANTED = {
+    "restart policy": (1, B, break_restart_policy, "instance %s: restart policy no, expected unless-stopped" % NAME),
+    "image": (1, A, lambda host: edit_plan(host, lambda plan: plan.update(image="quay.io/ascend/vllm-ascend:v9")),
+              "instance %s: runs image twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1-310p, expected "
+              "quay.io/ascend/vllm-ascend:v9" % NAME),
+    "port": (1, A, lambda host: edit_plan(host, lambda plan: plan["instances"][0].update(port=8099)),
+             "instance %s: nothing listens on port 8099" % NAME),
+    "answer": (1, B, lambda host: edit_plan(host, lambda plan: plan.update(served_name="Qwen3-VL-235B")),
+               "instance %s: does not serve" % NAME),
+    "config hash": (2, B, break_config_hash, "instance %s: config-hash label" % NAME),
+}
+
+
+@pytest.fixture(scope="module")
+def planted(pair):
+    """round -> the verify suite's (exit code, output) with that round's faults planted, and "after" -> its
+    verdict once they are taken out again."""
+    verdicts = {}
+    pair.write()
+    for number in sorted({entry[0] for entry in PLANTED.values()}):
+        faults = [(pair[host], change) for round_, host, change, _ in PLANTED.values() if round_ == number]
+        saved = [(host, {path: host.read_text(path) for path in (PLAN, "%s/%s.sh" % (CONFIG_DIR, NAME))})
+                 for host in {host for host, _ in faults}]
+        for host, change in faults:
+            change(host)
+        try:
+            verdicts[number] = pair.verify()
+        finally:
+            for host, files in saved:
+                for path, text in files.items():
+                    host.exec("sh", "-c", "cat > %s" % path, input=text)
+                host.docker("update", "--restart", "unless-stopped", NAME)
+    verdicts["after"] = pair.verify()
+    return verdicts
+
+
+@pytest.mark.parametrize("what", sorted(PLANTED))
+def test_verify_suite_fails_on_each_thing_it_checks(fleet, planted, what):
+    number, host, _, expected = PLANTED[what]
+    code, output = planted[number]
+    assert code != 0 and "%s, %s" % (host, expected) in output, (what, output)
+    assert planted["after"][0] == 0, planted["after"][1]
 
 
 def test_a_failing_batch_stops_the_rollout_before_the_next_host(fleet, deployed):
@@ -387,7 +412,7 @@ def test_a_failing_batch_stops_the_rollout_before_the_next_host(fleet, deployed)
     assert run.rc != 0 and run.failed_hosts() == [A], run.stdout
     assert container_ids(fleet)[B] == before[B] and "4096" not in fleet[B].inspect(NAME)["Args"], (
         "the rollout went on to the next batch after the first failed")
-    assert fleet.play().rc == 0
+    assert fleet.restore() is None, "npu-a's rollback left it as before"
 
 
 def test_an_offline_archive_is_loaded_where_the_image_is_absent(fleet, deployed, tmp_path):
@@ -407,11 +432,12 @@ def test_an_offline_archive_is_loaded_where_the_image_is_absent(fleet, deployed,
     assert fleet[B].inspect(NAME)["Config"]["Image"] == offline and serves(fleet, B)
     again = fleet.play(*offline_run)
     assert again.rc == 0 and again.changed() == 0, again.stdout
-    assert fleet.play().rc == 0
+    assert fleet.restore().rc == 0
     fleet[B].docker("rmi", offline)
 
 
 def test_teardown_leaves_nothing_of_ours(fleet, deployed):
+    salts = fleet.salts()
     run = fleet.play(playbook="playbooks/teardown.yml")
     assert run.rc == 0, run.stdout
     for name in fleet.hosts:
@@ -419,3 +445,5 @@ def test_teardown_leaves_nothing_of_ours(fleet, deployed):
         assert labelled.split() == []
         assert not fleet[name].exists(CONFIG_DIR)
         assert (fleet[name].root / "data/models" / MODEL / "config.json").exists()
+    fleet.put_salts(salts)
+    assert fleet.restore().rc == 0

@@ -13,7 +13,7 @@ import png_images
 from openai_client import ImageChat, image_data_url
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as PORT
-from twin_fleet import PlayFleet
+from twin_fleet import DeployedFleet
 
 pytestmark = pytest.mark.docker
 DUAL, REMAPPED = "npu-dual", "npu-remap"
@@ -22,12 +22,18 @@ PER_CARD = {"vllm_server_layout": "per_card"}
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    fleet = PlayFleet(tmp_path_factory.mktemp("modes"), {DUAL: "duo2_one_node", REMAPPED: "remapped_duo2"})
-    run = fleet.play(preflight=True)
-    assert run.rc == 0, run.stdout
+def deployed(tmp_path_factory):
+    fleet = DeployedFleet(tmp_path_factory.mktemp("modes"), {DUAL: "duo2_one_node", REMAPPED: "remapped_duo2"})
+    fleet.deploy()
     yield fleet
     fleet.down()
+
+
+@pytest.fixture
+def fleet(deployed):
+    """The module's fleet, which each test leaves as its deploy did (DeployedFleet.restore)."""
+    with deployed.guarded():
+        yield deployed
 
 
 def failure_text(run, host):
@@ -72,7 +78,7 @@ def test_a_chip_opens_in_one_container_only_and_a_deploy_names_who_holds_it(flee
         assert host.inspect(NAME)["Id"] == before, "our container was replaced while the chips were held"
     finally:
         host.docker("rm", "-f", "llm-test", check=False)
-    assert fleet.play("--limit", DUAL).rc == 0
+    assert fleet.restore().rc == 0  # our container, stopped for the test, serves again
 
 
 def wait_for_log(host, container, text, timeout=60):
@@ -104,7 +110,7 @@ def test_chips_are_mapped_by_physical_id(fleet):
         mapped = sorted(d["PathOnHost"] for d in host.inspect(instance)["HostConfig"]["Devices"]
                         if re.search(r"/davinci\d+$", d["PathOnHost"]))
         assert mapped == ["/dev/" + node for node in nodes], (instance, mapped)
-    assert fleet.play("--limit", REMAPPED).rc == 0
+    assert fleet.restore().rc == 0
 
 
 def test_a_refused_key_fails_at_once_with_the_cause(fleet):
@@ -115,7 +121,7 @@ def test_a_refused_key_fails_at_once_with_the_cause(fleet):
     text = failure_text(run, DUAL)
     assert "the server refuses the API key: /v1/models answered 401" in text, text
     assert "The previous container is serving again" in text
-    assert fleet.play("--limit", DUAL).rc == 0
+    assert fleet.restore() is None, "the rollback left the host as before"
 
 
 def test_jemalloc_is_preloaded_in_the_container(fleet):
@@ -141,7 +147,7 @@ def test_a_large_image_crashes_an_uncapped_engine_and_verify_names_the_crash(fle
     fleet.write(**{DUAL: {"vllm_server_max_pixels": 0}})
     code, output = fleet.verify()
     assert code != 0 and "instance %s: crashed and was restarted by Docker" % NAME in output, output
-    assert fleet.play("--limit", DUAL).rc == 0
+    assert fleet.restore().rc == 0
     assert chat(host, PORT, key, 2560, 1440).status_code == 200
 
 
@@ -157,7 +163,7 @@ def test_per_card_instances_on_one_numa_node_get_disjoint_cpus(fleet):
                                            % "-".join(opened_chips(host, instance))))
         allowed.append(set(record["allowed"]))
     assert allowed[0] and allowed[1] and not allowed[0] & allowed[1], allowed
-    assert fleet.play("--limit", DUAL).rc == 0
+    assert fleet.restore().rc == 0
 
 
 def test_a_hosts_instances_load_together(fleet):
@@ -172,7 +178,7 @@ def test_a_hosts_instances_load_together(fleet):
         lines = host.docker("logs", "--timestamps", instance).stdout.splitlines()
         ready.append(next(line.split()[0][:26] for line in lines if "Starting vLLM API server" in line))
     assert max(started) < min(ready), (started, ready)
-    assert fleet.play("--limit", DUAL).rc == 0
+    assert fleet.restore().rc == 0
 
 
 def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_serve(fleet, tmp_path):

@@ -14,9 +14,8 @@ import uuid
 import pytest
 
 from conftest import REPO, venv_tool
-from twin_fleet import PlayFleet
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("pair")]
 A, B = "npu-a", "npu-b"
 PLAN_FILE = "/etc/vllm-ascend/plan.json"  # fleet_plan_file's default, as on a real host
 # A smaller matrix for the runs that only check the output's form: 2 image sizes x 1 length x 2 concurrency.
@@ -28,21 +27,29 @@ DURATION = r"\d+s|\d+m(\d\ds)?|\d+h(\d\dm)?"
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    fleet = PlayFleet(tmp_path_factory.mktemp("operator-view"), {A: "seed_duo4", B: "duo2"})
-    yield fleet
-    fleet.down()
-
-
-@pytest.fixture(scope="module")
-def instances(fleet):
-    """host -> the instances its serving plan names, after a deploy with npu-a in the per_card layout."""
-    run = fleet.play(**{A: {"vllm_server_layout": "per_card"}})
+def per_card(pair):
+    """The shared pair with npu-a in the per_card layout for this module's tests, and back in the inventory's
+    after them: (the pair's state then, host -> the instances its plan names)."""
+    run = pair.play("--tags", "server", "--limit", A, **{A: {"vllm_server_layout": "per_card"}})
     assert run.rc == 0, run.stdout
-    found = {name: [entry["name"] for entry in json.loads(fleet[name].read_text(PLAN_FILE))["instances"]]
-             for name in fleet.hosts}
+    found = {name: [entry["name"] for entry in json.loads(pair[name].read_text(PLAN_FILE))["instances"]]
+             for name in pair.hosts}
     assert len(found[A]) == 4 and len(found[B]) == 1, found
-    return found
+    yield pair.state(), found
+    pair.restore()
+
+
+@pytest.fixture
+def instances(per_card):
+    return per_card[1]
+
+
+@pytest.fixture
+def fleet(pair, per_card):
+    """The pair as per_card left it: a benchmark changes no container and no plan."""
+    pair.write()
+    yield pair
+    assert pair.state() == per_card[0], "a benchmark changed the fleet"
 
 
 def cli_command(fleet, reports, *more):

@@ -11,18 +11,16 @@ import pytest
 
 from conftest import REPO
 from twin_fleet import DEFAULT_CONTAINER as NAME
-from twin_fleet import PlayFleet, command_lines
+from twin_fleet import command_lines
 
-pytestmark = pytest.mark.docker
-HOST = "npu-key"
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("pair")]
+HOST = "npu-b"  # of the shared pair
 KEY = "sk-" + uuid.uuid4().hex
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    fleet = PlayFleet(tmp_path_factory.mktemp("secrets"), {HOST: "duo2"})
-    yield fleet
-    fleet.down()
+@pytest.fixture
+def fleet(shared_pair):
+    return shared_pair
 
 
 def cli_watching_processes(*argv):
@@ -49,13 +47,13 @@ def test_deploy_verify_and_bench_keep_the_key_to_the_env_files(fleet, tmp_path):
     inventory = str(fleet.inventory)
     fleet.write(**{HOST: {"fleet_api_key": KEY}})  # in the inventory, as an operator's vault gives it
 
-    code, deploy_output, deploy_commands = cli_watching_processes("deploy", "-i", inventory)
+    code, deploy_output, deploy_commands = cli_watching_processes("deploy", "-i", inventory, "-l", HOST)
     assert code == 0, deploy_output
-    code, verify_output, verify_commands = cli_watching_processes("verify", "-i", inventory)
+    code, verify_output, verify_commands = cli_watching_processes("verify", "-i", inventory, "-l", HOST)
     assert code == 0, verify_output
     reports = tmp_path / "reports"
     code, bench_output, bench_commands = cli_watching_processes(
-        "bench", "-i", inventory, "--preset", "quick", "-e", "vllm_bench_reports_dir=%s" % reports)
+        "bench", "-i", inventory, "-l", HOST, "--preset", "quick", "-e", "vllm_bench_reports_dir=%s" % reports)
     assert code == 0, bench_output
 
     for output in (deploy_output, verify_output, bench_output):
@@ -76,3 +74,4 @@ def test_deploy_verify_and_bench_keep_the_key_to_the_env_files(fleet, tmp_path):
                                     "/home/ops /root /tmp /var/tmp 2>/dev/null || true" % KEY).stdout.split()
     assert holding == ["/etc/vllm-ascend/%s.env" % NAME]
     assert host.mode("/etc/vllm-ascend/%s.env" % NAME) == 0o600
+    assert fleet.restore().rc == 0  # the fleet's own key back

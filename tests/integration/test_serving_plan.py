@@ -5,21 +5,17 @@ import json
 import pytest
 
 from twin.npu_smi import PROFILE_NAME
+from twin_fleet import CONFIG_DIR
 from twin_fleet import DEFAULT_CONTAINER as NAME
-from twin_fleet import PlayFleet
 
-pytestmark = pytest.mark.docker
-HOST = "npu-plan"
-PLAN = "/etc/vllm-ascend/plan.json"  # the fleet role's default, as on a real host
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("pair")]
+HOST = "npu-b"  # of the shared pair: two cards
+PLAN = "%s/plan.json" % CONFIG_DIR  # the fleet role's default, as on a real host
 
 
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    fleet = PlayFleet(tmp_path_factory.mktemp("plan"), {HOST: "duo2"})
-    run = fleet.play(preflight=True)
-    assert run.rc == 0, run.stdout
-    yield fleet
-    fleet.down()
+@pytest.fixture
+def fleet(shared_pair):
+    return shared_pair
 
 
 def plan(fleet):
@@ -42,37 +38,46 @@ def test_the_deploy_records_what_it_serves(fleet):
 
 
 def test_verify_follows_a_layout_given_on_the_command_line(fleet):
-    run = fleet.play("-e", "vllm_server_layout=per_card")
+    run = fleet.play("--limit", HOST, "-e", "vllm_server_layout=per_card")
     assert run.rc == 0, run.stdout
     assert [i["name"] for i in plan(fleet)["instances"]] == [NAME + "-npu6", NAME + "-npu224"]
     code, output = fleet.verify()
     assert code == 0, output
-    assert fleet.play().rc == 0 and [i["name"] for i in plan(fleet)["instances"]] == [NAME]
+    assert fleet.restore().rc == 0 and [i["name"] for i in plan(fleet)["instances"]] == [NAME]
 
 
 def test_a_card_gone_bad_is_planned_out_even_when_only_the_server_phase_runs(fleet):
     profile_path = fleet[HOST].root / "usr/local/dcmi" / PROFILE_NAME
-    profile = json.loads(profile_path.read_text())
+    healthy = profile_path.read_text()
+    profile = json.loads(healthy)
     card = next(card for card in profile["cards"] if card["npu_id"] == 224)
     card["chips"] = [{}, {"health": "Alarm"}]
     profile_path.write_text(json.dumps(profile))
-
-    run = fleet.play("--tags", "server", preflight=True)
+    try:
+        run = fleet.play("--tags", "server", "--limit", HOST, preflight=True)
+        code, output = fleet.verify()
+    finally:
+        profile_path.write_text(healthy)
     assert run.rc == 0, run.stdout
     assert run.results("Judge the host") == {}, "preflight's host checks must not run with --tags server"
     recorded = plan(fleet)
     assert recorded["excluded_npu_ids"] == [224]
     assert recorded["instances"][0]["devices"] == ["/dev/davinci0", "/dev/davinci1"]
     assert mapped_chips(fleet, NAME) == ["/dev/davinci0", "/dev/davinci1"]
-    code, output = fleet.verify()
     assert code == 0, output
+    assert fleet.restore().rc == 0 and plan(fleet)["excluded_npu_ids"] == []
 
 
 def test_teardown_removes_what_the_plan_names_and_keeps_files_not_ours(fleet):
-    fleet[HOST].exec("sh", "-c", "echo keep > /etc/vllm-ascend/notes.txt")
-    run = fleet.play(playbook="playbooks/teardown.yml")
+    host = fleet[HOST]
+    salts = fleet.salts()
+    host.exec("sh", "-c", "echo keep > %s/notes.txt" % CONFIG_DIR)
+    run = fleet.play("--limit", HOST, playbook="playbooks/teardown.yml")
     assert run.rc == 0, run.stdout
-    assert fleet[HOST].inspect(NAME) is None and not fleet[HOST].exists(PLAN)
-    assert fleet[HOST].exec("ls", "/etc/vllm-ascend").stdout.split() == ["notes.txt"]
-    again = fleet.play(playbook="playbooks/teardown.yml")
+    assert host.inspect(NAME) is None and not host.exists(PLAN)
+    assert host.exec("ls", CONFIG_DIR).stdout.split() == ["notes.txt"]
+    again = fleet.play("--limit", HOST, playbook="playbooks/teardown.yml")
     assert again.rc == 0 and again.changed() == 0, again.stdout
+    host.exec("rm", "%s/notes.txt" % CONFIG_DIR)
+    fleet.put_salts(salts)
+    assert fleet.restore().rc == 0

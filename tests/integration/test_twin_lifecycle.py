@@ -54,9 +54,13 @@ def test_up_makes_ssh_hosts_at_the_real_paths_then_down_leaves_nothing(private_t
     assert "Version=25.5.2" in files.stdout and "config.json" in files.stdout, files.stdout + files.stderr
     # Each host has its own engine, and reaches the twin's registry by the inventory's mirror name.
     engine = ssh(inventory, "twin-02", "sudo docker info --format '{{.Driver}}' && "
-                                       "python3 -c \"import urllib.request; print(urllib.request.urlopen("
+                                       "python3 -c \"import json, urllib.request; print(json.load(open("
+                                       "'/etc/docker/daemon.json'))['storage-driver']); print(urllib.request.urlopen("
                                        "'http://twin-registry:5000/v2/ascend/vllm-ascend/tags/list').read())\"")
-    assert engine.returncode == 0 and "vfs" in engine.stdout and "v0.18.0rc1-310p" in engine.stdout, engine.stderr
+    assert engine.returncode == 0 and "v0.18.0rc1-310p" in engine.stdout, engine.stderr
+    # overlay2 where the machine's disk takes an overlay mount, else vfs (tests/twin/host/init.sh).
+    driver, configured = engine.stdout.split()[:2]
+    assert driver == configured and driver in ("overlay2", "vfs"), engine.stdout
 
     # The gateway: in its own group, no NPU, HAProxy from the distribution's package.
     gateway = ssh(inventory, "twin-gw", "dpkg-query -W -f '${Status}' haproxy; ls /dev/davinci_manager", "gateway")

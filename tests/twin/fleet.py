@@ -259,12 +259,13 @@ class Fleet:
         tmp.write_text("".join(lines))
         os.replace(tmp, self.known_hosts)
 
-    def write_inventory(self, **overrides):
-        """The fleet's inventory; overrides maps a host to variables added for the next runs only."""
+    def write_inventory(self, only=None, **overrides):
+        """The fleet's inventory, of the hosts named in only (by default all); overrides maps a host to variables
+        added for the next runs only."""
         self.inventory.parent.mkdir(parents=True, exist_ok=True)
         if self.inventory.parent != GROUP_VARS.parent and not (self.inventory.parent / "group_vars").exists():
             (self.inventory.parent / "group_vars").symlink_to(GROUP_VARS)
-        addresses = {name: host.address for name, host in self.hosts.items()}
+        addresses = {name: host.address for name, host in self.hosts.items() if only is None or name in only}
         text = ("---\n# Written by the twin (tests/twin/fleet.py): its hosts, how to reach them and their hardware\n"
                 "# profile (tests/twin/profiles.yml). Everything else is in group_vars, as for a real site.\n")
         text += yaml.safe_dump(self.inventory_document(addresses, overrides), sort_keys=False)
@@ -277,6 +278,8 @@ class Fleet:
         """Hosts in their group with their address and profile; the login, key and known_hosts for all of them."""
         groups = {}
         for name, host in self.hosts.items():
+            if name not in addresses:
+                continue
             groups.setdefault(host.group, {})[name] = dict(
                 {"ansible_host": addresses[name], "twin_profile": host.profile_name}, **(overrides or {}).get(name, {}))
         connection = {"ansible_user": USER, "ansible_ssh_private_key_file": str(self.key),

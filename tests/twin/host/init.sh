@@ -16,10 +16,26 @@ printf '%s\n' "$TWIN_AUTHORIZED_KEY" > /home/ops/.ssh/authorized_keys
 chown ops:ops /home/ops/.ssh/authorized_keys
 chmod 0600 /home/ops/.ssh/authorized_keys
 
+# The storage driver of an engine nested in a container: overlay2, as on a real host, where its folder (bind-mounted
+# from this machine's disk) takes an overlay mount; else vfs, which works on any backing filesystem but copies an
+# image's whole root for every layer and every container.
+storage_driver() {
+  probe=/var/lib/docker/.overlay-probe
+  mkdir -p "$probe/lower" "$probe/upper" "$probe/work" "$probe/merged"
+  if mount -t overlay overlay -o "lowerdir=$probe/lower,upperdir=$probe/upper,workdir=$probe/work" "$probe/merged" \
+      2>/dev/null; then
+    umount "$probe/merged"
+    echo overlay2
+  else
+    echo vfs
+  fi
+  rm -rf "$probe"
+}
+
 if [ ! -e /etc/docker/daemon.json ]; then
-  # An engine nested in a container: vfs is the storage driver that works on any backing filesystem.
   mkdir -p /etc/docker
-  printf '{\n  "storage-driver": "vfs",\n  "cgroup-parent": "/%s"\n}\n' "$TWIN_CGROUP_PARENT" > /etc/docker/daemon.json
+  printf '{\n  "storage-driver": "%s",\n  "cgroup-parent": "/%s"\n}\n' "$(storage_driver)" "$TWIN_CGROUP_PARENT" \
+    > /etc/docker/daemon.json
 fi
 
 start_services() {
