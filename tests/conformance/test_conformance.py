@@ -3,7 +3,7 @@
 Needs the real-vllm tool (REAL_VLLM_TOOL, default ../shared/tools/real-vllm beside the repository) and its
 9 GB virtualenv, which the first run installs. With CONFORMANCE_RECORD=1 (`scripts/dev conformance --record`)
 real vLLM's transcripts and parser verdicts are written to tests/fixtures/vllm-0.18/, where the default test
-suite holds the stand-in to them (tests/unit/test_standin_conformance.py).
+suite holds the stand-in to them (tests/unit/twin/test_standin_conformance.py).
 """
 import json
 import os

@@ -1,58 +1,13 @@
 """library/vllm_probe.py on options it cannot use and on answers no vLLM server gives, from a tiny local server
-whose answers each test scripts (test_bad_input_vllm_load_test.py streams from it too)."""
-import http.server
+whose answers each test scripts (tests/fake_vllm.py's Scripted; test_vllm_load_test.py streams from it too)."""
 import json
 import time
 
 import pytest
-from test_bad_input_all_modules import SECRET, SHORT_DOCKER_TIMEOUT, assert_refused, run_module
-from test_openai_client import serving
+from fake_vllm import MODEL, Scripted, scripted  # noqa: F401  (the fixture)
+from module_runs import SECRET, SHORT_DOCKER_TIMEOUT, assert_refused, run_module
 
 from conftest import free_port
-
-MODEL = "Qwen3-VL-8B-Instruct"
-
-
-class Scripted(http.server.BaseHTTPRequestHandler):
-    """GET /health answers 200 and /v1/models `models`; a chat request gets `chat`: (status, body) for a whole
-    answer, or a list of lines (bytes) for a stream of server-sent events."""
-
-    models = (200, json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode())
-    chat = (200, b"{}")
-    chats = 0
-
-    def log_message(self, *args):
-        pass
-
-    def answer(self, status, body):
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        self.answer(*(self.models if self.path.endswith("/v1/models") else (200, b"")))
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        type(self).chats += 1
-        if not isinstance(self.chat, list):
-            return self.answer(*self.chat)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        for line in self.chat:
-            self.wfile.write(line + b"\n\n")
-
-
-@pytest.fixture
-def scripted():
-    """The base URL of a Scripted server; each test sets Scripted.chat (and models) to what it needs."""
-    with serving(Scripted) as url:
-        yield url
-    Scripted.models = (200, json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode())
-    Scripted.chat, Scripted.chats = (200, b"{}"), 0
 
 
 def probe(**args):
@@ -118,7 +73,7 @@ def test_options_it_cannot_use_are_refused(case, args, expected):
     ("usage a list", (200, b'{"choices": [{"message": {"content": "a picture"}}], "usage": [3]}'),
      ["no usage block"]),
 ])
-def test_a_smoke_answer_no_vllm_gives_is_named(scripted, case, answer, expected):
+def test_a_smoke_answer_no_vllm_gives_is_named(scripted, case, answer, expected):  # noqa: F811
     Scripted.chat = answer
     result = probe(base_url=scripted)
     assert_refused(result, scripted, "the image request", *expected)
@@ -130,12 +85,12 @@ def test_a_smoke_answer_no_vllm_gives_is_named(scripted, case, answer, expected)
     ("data not a list", (200, b'{"data": "Qwen3-VL-8B-Instruct"}'), ["/v1/models answered 200", "not " + MODEL]),
     ("ids that are not names", (200, b'{"data": [{"id": 5}, {"name": "x"}, 7]}'), ["not " + MODEL]),
 ])
-def test_a_models_list_no_vllm_gives_is_named(scripted, case, models, expected):
+def test_a_models_list_no_vllm_gives_is_named(scripted, case, models, expected):  # noqa: F811
     Scripted.models = models
     assert_refused(probe(base_url=scripted), scripted, "not ready after 1s", *expected)
 
 
-def test_a_refused_key_fails_at_once_not_at_the_timeout(scripted):
+def test_a_refused_key_fails_at_once_not_at_the_timeout(scripted):  # noqa: F811
     """vLLM answers /health without the key and 401 on /v1/*: waiting longer cannot help."""
     Scripted.models = (401, b'{"error":"Unauthorized"}')
     started = time.monotonic()
@@ -157,7 +112,7 @@ def fake_docker(tmp_path, state, has_file=True):
     return str(script)
 
 
-def test_a_container_restarted_while_loading_is_a_restart_loop(scripted, tmp_path):
+def test_a_container_restarted_while_loading_is_a_restart_loop(scripted, tmp_path):  # noqa: F811
     """Docker restarts a crashed server at once: it is running each time the probe looks, one restart later."""
     Scripted.models = (503, b"loading")
     docker = fake_docker(tmp_path, "running 0 0")
@@ -170,7 +125,7 @@ def test_a_container_restarted_while_loading_is_a_restart_loop(scripted, tmp_pat
     assert_refused(result, "crashed and was restarted by Docker 1 time(s) while loading", "restart loop", "crashed")
 
 
-def test_a_file_the_deploy_expects_in_the_container_is_checked_with_the_smoke_request(scripted, tmp_path):
+def test_a_file_the_deploy_expects_in_the_container_is_checked_with_the_smoke_request(scripted, tmp_path):  # noqa: F811
     Scripted.chat = (200, json.dumps({"choices": [{"message": {"content": "a picture"}}],
                                       "usage": {"prompt_tokens": 3}}).encode())
     path = "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"

@@ -1,14 +1,146 @@
-"""library/vllm_load_test.py (and module_utils/openai_client.py's stream reader) on options it cannot use, which
-it refuses before sending or writing anything, and on streams no request should end the run for: each such
-request counts as failed, by kind, and the run goes on."""
+"""library/vllm_load_test.py: its run against the local OpenAI-like server of tests/fake_vllm.py (no Docker), the
+request bodies it sends, and (with module_utils/openai_client.py's stream reader) what it does with options it cannot
+use, which it refuses before sending or writing anything, and with streams no request should end the run for: each
+such request counts as failed, by kind, and the run goes on."""
+import base64
+import io
 import json
 import math
 
 import pytest
-from test_bad_input_all_modules import SECRET, assert_refused, run_module
-from test_bad_input_vllm_probe import MODEL, Scripted, scripted  # noqa: F401  (the fixture)
+from fake_vllm import MODEL, Handler, Scripted, scripted, server  # noqa: F401  (the fixtures)
+from module_runs import SECRET, assert_refused, run_module
+from PIL import Image
 
-from conftest import free_port, png_image
+from bench_record import progress_file, read_progress, read_results
+from conftest import free_port, load_library_module, png_image
+
+load_test = load_library_module("vllm_load_test")
+
+
+def params(**overrides):
+    values = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
+    # This server's answers are about streams and counts; the answer check has tests of its own.
+    values.update(image_sizes=["32x24"], max_tokens=[3], concurrency=[1, 2], requests_per_group=2,
+                  warmup_requests=1, answer_check="none")
+    values.update(overrides)
+    return values
+
+
+def chats():
+    return [path for path, _key in Handler.seen if path == "/v1/chat/completions"]
+
+
+def test_a_run_records_each_group_then_resume_sends_nothing_again(server, tmp_path):  # noqa: F811
+    results = str(tmp_path / "results" / "vllm-ascend.jsonl")
+    first = load_test.run(params(base_url=server, results_file=results))
+    assert first["model"] == MODEL and (first["planned_groups"], first["planned_requests"]) == (2, 4)
+    assert [(g["concurrency"], g["completed"], g["total_completion_tokens"], g["resumed"])
+            for g in first["groups"]] == [(1, 2, 6, False), (2, 2, 6, False)]
+    assert len(chats()) == 1 + 4  # the warm-up, then the groups
+    records, skipped = read_results(results)
+    assert [r["concurrency"] for r in records] == [1, 2] and skipped == 0
+    progress = read_progress(open(progress_file(results)).read())
+    assert progress["finished"] is True and progress["groups_done"] == 2 and "error" not in progress
+
+    second = load_test.run(params(base_url=server, results_file=results, resume=True))
+    assert [g["resumed"] for g in second["groups"]] == [True, True] and len(chats()) == 5
+    assert second["groups"][0]["finished_at"] == first["groups"][0]["finished_at"]
+
+
+def test_an_unreliable_group_runs_again_on_resume(server, tmp_path):  # noqa: F811
+    results = tmp_path / "v.jsonl"
+    load_test.run(params(base_url=server, results_file=str(results), warmup_requests=0))
+    lines = results.read_text().splitlines()
+    second = dict(json.loads(lines[1]), unreliable=True)
+    results.write_text(lines[0] + "\n" + json.dumps(second) + "\n")
+    again = load_test.run(params(base_url=server, results_file=str(results), resume=True, warmup_requests=0))
+    assert [g["resumed"] for g in again["groups"]] == [True, False] and len(chats()) == 4 + 2
+
+
+def test_the_deadline_stops_new_groups(server):  # noqa: F811
+    result = load_test.run(params(base_url=server, new_group_deadline_s=0.001, warmup_requests=0))
+    assert result["stopped_by_deadline"] is True and [g["concurrency"] for g in result["groups"]] == [1]
+
+
+def test_a_failed_run_says_so_in_its_progress_file(server, tmp_path):  # noqa: F811
+    results = str(tmp_path / "v.jsonl")
+    with pytest.raises(load_test.BenchmarkError, match="model 'gpt-4' is not served at .*; it serves: %s" % MODEL):
+        load_test.run(params(base_url=server, model="gpt-4", results_file=results))
+    progress = read_progress(open(progress_file(results)).read())
+    assert progress["finished"] is True and progress["error"].startswith("model 'gpt-4' is not served")
+
+
+def test_bad_input_fails_before_any_request_and_says_so_in_the_progress_file(server, tmp_path):  # noqa: F811
+    results = str(tmp_path / "v.jsonl")
+    with pytest.raises(load_test.BenchmarkError, match="concurrency: 0 is not allowed"):
+        load_test.run(params(base_url=server, concurrency=[0], results_file=results))
+    assert read_progress(open(progress_file(results)).read())["error"].startswith("concurrency: 0")
+    assert Handler.seen == []
+
+
+def test_check_mode_plans_the_full_matrix_and_touches_nothing(tmp_path):
+    results = tmp_path / "v.jsonl"
+    planned = load_test.run(params(image_sizes=["1920x1080", "1280x720", "640x480"], max_tokens=[256, 64, 32],
+                                   concurrency=[1, 8, 16, 32, 64], requests_per_group=64,
+                                   base_url="http://127.0.0.1:9", results_file=str(results)), check_mode=True)
+    assert (planned["planned_groups"], planned["planned_requests"]) == (45, 2880) and planned["groups"] == []
+    # Per size: waves (64, 8, 4, 2, 1 -> 79) x tokens (256 + 64 + 32 = 352) x 0.09 s; three sizes.
+    assert planned["estimated_seconds"] == pytest.approx(round(3 * 79 * 352 * 0.09, 1))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_key_is_read_from_the_servers_env_file(server, tmp_path):  # noqa: F811
+    env_file = tmp_path / "vllm-ascend.env"
+    env_file.write_text("VLLM_API_KEY=sk-from-env-file\n")
+    client = load_test.validate(params(base_url=server, api_key_file=str(env_file)))
+    assert client.headers["Authorization"] == "Bearer sk-from-env-file"
+    env_file.write_text("OTHER=1\n")
+    with pytest.raises(load_test.ClientError, match="holds no VLLM_API_KEY=<key> line.*Fix: "):
+        load_test.validate(params(base_url=server, api_key_file=str(env_file)))
+    with pytest.raises(load_test.ClientError, match="cannot be read .*FileNotFoundError"):
+        load_test.validate(params(base_url=server, api_key_file=str(tmp_path / "missing.env")))
+
+
+def test_a_progress_file_that_cannot_be_written_does_not_stop_the_run(server, tmp_path):  # noqa: F811
+    """A full disk, or anything else in the way of the progress file: every group is still measured and recorded."""
+    results = tmp_path / "vllm-ascend.jsonl"
+    (tmp_path / "vllm-ascend.jsonl.progress.json").mkdir()  # where the progress file goes: os.replace fails
+    result = load_test.run(params(base_url=server, results_file=str(results)))
+    assert [(g["concurrency"], g["completed"]) for g in result["groups"]] == [(1, 2), (2, 2)]
+    assert len(read_results(str(results))[0]) == 2
+    assert "vllm-ascend.jsonl.progress.json" in result["progress_error"]
+
+
+# --- the request bodies, each with its own image ------------------------------------------------------------------
+
+def test_load_test_bodies_are_json_with_their_own_image():
+    load_test = load_library_module("vllm_load_test")
+    params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
+    params.update(requests_per_group=3, prompt='say "ascend-vllm-fleet:image-url"')
+    bodies = load_test.LoadTest(params, None, "Qwen3-VL-8B-Instruct").bodies(
+        {"image_size": "64x48", "max_tokens": 8, "concurrency": 1})
+    urls = []
+    for body in bodies:
+        request = json.loads(body)
+        image_part, text_part = request["messages"][0]["content"]
+        assert text_part["text"] == params["prompt"]
+        assert (request["max_tokens"], request["stream"], request["ignore_eos"]) == (8, True, True)
+        urls.append(image_part["image_url"]["url"])
+        png = base64.b64decode(urls[-1].split(",", 1)[1])
+        assert Image.open(io.BytesIO(png)).size == (64, 48)
+    assert len(set(urls)) == 3
+
+
+def test_shared_images_make_one_body():
+    load_test = load_library_module("vllm_load_test")
+    params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
+    params.update(requests_per_group=3, unique_images=False)
+    bodies = load_test.LoadTest(params, None, "m").bodies({"image_size": "64x48", "max_tokens": 8, "concurrency": 1})
+    assert len(bodies) == 3 and len(set(bodies)) == 1
+
+
+# --- options it cannot use, and streams no request should end the run for -----------------------------------------
 
 # The scripted answers here are about streams, not what the model says: the answer check has tests of its own.
 SMALL = {"image_sizes": ["32x24"], "max_tokens": [3], "concurrency": [1, 2], "requests_per_group": 2,
@@ -18,13 +150,13 @@ USAGE = b'data: {"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 9
 DONE = b"data: [DONE]"
 
 
-def load_test(**args):
+def run_load_test(**args):
     return run_module("vllm_load_test", **dict(SMALL, **args))
 
 
 def planned(**args):
     """The module in check mode against a closed port: only what it does with its options."""
-    return load_test(**dict({"base_url": "http://127.0.0.1:%d" % free_port(), "_ansible_check_mode": True}, **args))
+    return run_load_test(**dict({"base_url": "http://127.0.0.1:%d" % free_port(), "_ansible_check_mode": True}, **args))
 
 
 OPTIONS = [
@@ -96,7 +228,7 @@ def results_file_below_a_file(tmp_path):
 def test_a_results_file_that_cannot_be_one_is_refused_and_nothing_is_written_beside_it(tmp_path, make):
     results = make(tmp_path)
     before = sorted(tmp_path.rglob("*"))
-    result = load_test(base_url="http://127.0.0.1:%d" % free_port(), results_file=str(results))
+    result = run_load_test(base_url="http://127.0.0.1:%d" % free_port(), results_file=str(results))
     assert_refused(result, "results_file", str(results))
     assert "cannot reach" not in result["msg"]  # refused before any request
     assert sorted(tmp_path.rglob("*")) == before
@@ -104,7 +236,7 @@ def test_a_results_file_that_cannot_be_one_is_refused_and_nothing_is_written_bes
 
 def test_a_token_that_cannot_be_sent_does_not_land_in_the_progress_file(tmp_path):
     results = tmp_path / "v.jsonl"
-    result = load_test(base_url="http://127.0.0.1:%d" % free_port(), results_file=str(results),
+    result = run_load_test(base_url="http://127.0.0.1:%d" % free_port(), results_file=str(results),
                        api_key=SECRET + "\n")
     assert_refused(result, "api_key", "line break")
     progress = (tmp_path / "v.jsonl.progress.json").read_text()
@@ -142,7 +274,7 @@ STREAMS = [
 def test_a_stream_no_request_should_end_the_run_on_is_a_failed_request_of_its_kind(scripted, case, lines,  # noqa: F811
                                                                                   kind):
     Scripted.chat = lines
-    result = load_test(base_url=scripted)
+    result = run_load_test(base_url=scripted)
     assert "failed" not in result, result
     assert [(group["concurrency"], group["failed"], group["errors"]) for group in result["groups"]] == [
         (1, 2, {kind: 2}), (2, 2, {kind: 2})]
@@ -152,7 +284,7 @@ def test_a_stream_no_request_should_end_the_run_on_is_a_failed_request_of_its_ki
 def test_a_good_stream_from_the_same_server_counts_as_completed(scripted):  # noqa: F811
     # The control: what the server of the cases above streams when nothing is wrong.
     Scripted.chat = [CONTENT, USAGE, DONE]
-    groups = load_test(base_url=scripted)["groups"]
+    groups = run_load_test(base_url=scripted)["groups"]
     assert [(group["completed"], group["errors"], group["total_prompt_tokens"]) for group in groups] == [
         (2, {}, 18), (2, {}, 18)]
     assert not math.isnan(groups[0]["avg_latency_s"])
@@ -163,7 +295,7 @@ def test_resume_reads_a_results_file_with_bytes_that_are_not_utf8(tmp_path, scri
     results = tmp_path / "v.jsonl"
     record = {"image_size": "32x24", "max_tokens": 3, "concurrency": 1, "unreliable": False, "completed": 2}
     results.write_bytes(b"\xff\xfe{garbage\n" + json.dumps(record).encode() + b"\n")
-    result = load_test(base_url=scripted, results_file=str(results), resume=True)
+    result = run_load_test(base_url=scripted, results_file=str(results), resume=True)
     assert [(group["concurrency"], group["resumed"]) for group in result["groups"]] == [(1, True), (2, False)]
     assert Scripted.chats == 2
 

@@ -1,7 +1,5 @@
 """module_utils/png_images.py: every image of a series is a valid PNG of its size, with pixels of its own."""
-import base64
 import io
-import json
 import random
 import re
 import struct
@@ -11,7 +9,6 @@ import pytest
 from PIL import Image
 
 import png_images
-from conftest import load_library_module
 
 SIZES = [(1920, 1080), (640, 480), (33, 9), (5, 3), (1, 1)]
 
@@ -70,29 +67,3 @@ def test_sizes_are_width_x_height(text, size):
 def test_other_sizes_are_named_in_the_error(text):
     with pytest.raises(ValueError, match=r"^%s is not WIDTHxHEIGHT" % re.escape(repr(text))):
         png_images.parse_size(text)
-
-
-def test_load_test_bodies_are_json_with_their_own_image():
-    load_test = load_library_module("vllm_load_test")
-    params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
-    params.update(requests_per_group=3, prompt='say "ascend-vllm-fleet:image-url"')
-    bodies = load_test.LoadTest(params, None, "Qwen3-VL-8B-Instruct").bodies(
-        {"image_size": "64x48", "max_tokens": 8, "concurrency": 1})
-    urls = []
-    for body in bodies:
-        request = json.loads(body)
-        image_part, text_part = request["messages"][0]["content"]
-        assert text_part["text"] == params["prompt"]
-        assert (request["max_tokens"], request["stream"], request["ignore_eos"]) == (8, True, True)
-        urls.append(image_part["image_url"]["url"])
-        png = base64.b64decode(urls[-1].split(",", 1)[1])
-        assert Image.open(io.BytesIO(png)).size == (64, 48)
-    assert len(set(urls)) == 3
-
-
-def test_shared_images_make_one_body():
-    load_test = load_library_module("vllm_load_test")
-    params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
-    params.update(requests_per_group=3, unique_images=False)
-    bodies = load_test.LoadTest(params, None, "m").bodies({"image_size": "64x48", "max_tokens": 8, "concurrency": 1})
-    assert len(bodies) == 3 and len(set(bodies)) == 1

@@ -8,9 +8,9 @@ import time
 
 import pytest
 import requests
-from test_bad_input_all_modules import run_module
-from test_bad_input_vllm_probe import MODEL, Scripted, scripted  # noqa: F401  (the fixture)
-from test_standin_faults import root, serve_args  # noqa: F401  (the fixture)
+from fake_vllm import MODEL, Scripted, scripted  # noqa: F401  (the fixture)
+from module_runs import run_module
+from standin_host import root, serve_args  # noqa: F401  (the fixture)
 
 from ascend_vllm_fleet.host_code import load_library_module, load_module_util
 from twin.vllm_standin import cli, server, vision

@@ -7,7 +7,7 @@ import json
 import sys
 
 import pytest
-from test_bad_input_all_modules import SHORT_DOCKER_TIMEOUT, assert_refused, run_module
+from module_runs import SHORT_DOCKER_TIMEOUT, assert_refused, run_module
 
 IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
 DIGEST = "sha256:" + "4f1c" * 16

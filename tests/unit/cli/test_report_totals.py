@@ -5,7 +5,7 @@ import csv
 import html
 
 import pytest
-from test_report import write
+from report_rows import write
 
 from ascend_vllm_fleet import report
 

@@ -1,12 +1,12 @@
-"""module_utils/openai_client.py against a small local server that answers as vLLM's OpenAI API does."""
+"""module_utils/openai_client.py against a small local server that answers as vLLM's OpenAI API does
+(tests/fake_vllm.py)."""
 import base64
-import contextlib
 import http.server
 import json
-import threading
 import time
 
 import pytest
+from fake_vllm import FIRST_TOKEN_DELAY_S, Handler, server, serving  # noqa: F401  (the fixture)
 
 from conftest import free_port
 from openai_client import (
@@ -20,79 +20,6 @@ from openai_client import (
 )
 from png_images import png_image
 
-FIRST_TOKEN_DELAY_S = 0.2
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    """GET /health and /v1/models; POST /v1/chat/completions, whose model name picks the answer."""
-
-    seen = []
-
-    def log_message(self, *args):
-        pass
-
-    def answer(self, status, body, kind="application/json"):
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        self.seen.append((self.path, self.headers.get("Authorization")))
-        if self.path.endswith("/v1/models"):
-            self.answer(200, json.dumps({"object": "list", "data": [{"id": "Qwen3-VL-8B-Instruct"}]}).encode())
-        else:
-            self.answer(200, b"ok", "text/plain")
-
-    def do_POST(self):
-        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.seen.append((self.path, self.headers.get("Authorization")))
-        kind = request["model"]
-        if kind == "http_500":
-            return self.answer(500, b'{"error": "boom"}')
-        if not request.get("stream"):
-            return self.answer(200, json.dumps({"id": "chatcmpl-1", "choices": [
-                {"message": {"role": "assistant", "content": "a picture"}}],
-                "usage": {"prompt_tokens": 318, "completion_tokens": 2, "total_tokens": 320}}).encode())
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-
-        def event(payload):
-            self.wfile.write(b"data: " + payload.encode() + b"\n\n")
-            self.wfile.flush()
-
-        event(json.dumps({"id": "chatcmpl-7", "choices": [{"delta": {"role": "assistant"}}]}))
-        time.sleep(FIRST_TOKEN_DELAY_S if kind != "stall" else 3)
-        for word in ("a", " picture", " of"):
-            event(json.dumps({"id": "chatcmpl-7", "choices": [{"delta": {"content": word}}]}))
-        if kind != "no_usage":
-            event(json.dumps({"id": "chatcmpl-7", "choices": [],
-                              "usage": {"prompt_tokens": 318, "completion_tokens": 3, "total_tokens": 321}}))
-        if kind != "cut":
-            event("[DONE]")
-
-
-@contextlib.contextmanager
-def serving(handler):
-    """The base URL of a local server whose requests handler answers, for the length of the with block."""
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield "http://127.0.0.1:%d" % httpd.server_address[1]
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-
-
-@pytest.fixture
-def server():
-    Handler.seen = []
-    with serving(Handler) as url:
-        yield url
-
 
 def streamed(url, model, timeout=10):
     result = StreamResult()
@@ -100,17 +27,17 @@ def streamed(url, model, timeout=10):
     return result
 
 
-def test_models_are_listed_with_the_bearer_key(server):
+def test_models_are_listed_with_the_bearer_key(server):  # noqa: F811
     assert Client(server, "sk-test").models() == ["Qwen3-VL-8B-Instruct"]
     assert Handler.seen == [("/v1/models", "Bearer sk-test")]
 
 
-def test_a_path_in_base_url_prefixes_every_request_and_no_key_sends_no_header(server):
+def test_a_path_in_base_url_prefixes_every_request_and_no_key_sends_no_header(server):  # noqa: F811
     Client(server + "/prefix/", None).call("GET", "/health")
     assert Handler.seen == [("/prefix/health", None)]
 
 
-def test_a_streamed_answer_fills_the_result(server):
+def test_a_streamed_answer_fills_the_result(server):  # noqa: F811
     before = time.monotonic()
     result = streamed(server, "ok")
     assert result.error is None and result.request_id == "chatcmpl-7"
@@ -121,12 +48,12 @@ def test_a_streamed_answer_fills_the_result(server):
 
 @pytest.mark.parametrize("model,error", [("http_500", "http_500"), ("cut", "truncated_stream"),
                                          ("no_usage", "no_usage")])
-def test_a_failed_stream_says_how(server, model, error):
+def test_a_failed_stream_says_how(server, model, error):  # noqa: F811
     result = streamed(server, model)
     assert result.error == error and result.completion_tokens is None and result.finished is not None
 
 
-def test_a_stalled_stream_times_out(server):
+def test_a_stalled_stream_times_out(server):  # noqa: F811
     result = streamed(server, "stall", timeout=0.5)
     assert result.error == "timeout" and result.finished - result.sent < 2.5
 
@@ -140,7 +67,7 @@ def test_a_closed_port_is_refused_and_unreachable_models_say_how_to_fix():
         Client(closed).models()
 
 
-def test_a_whole_answer_is_parsed_json_and_other_text_stays_text(server):
+def test_a_whole_answer_is_parsed_json_and_other_text_stays_text(server):  # noqa: F811
     client = Client(server)
     status, reply = client.chat(ImageChat("ok", "hi", 2).body("data:,"))
     assert status == 200 and reply["choices"][0]["message"]["content"] == "a picture"

@@ -1,14 +1,18 @@
-"""library/model_files.py on folders with missing, empty and unlisted files."""
+"""library/model_files.py on folders with missing, empty and unlisted files, and on options and model folders it
+cannot use: each refused or reported incomplete with a message that names the input, what was expected and the
+fix; never a traceback, never passed as complete."""
 import json
 import subprocess
 
+import pytest
 import yaml
-from test_bad_input_all_modules import run_module
+from module_runs import assert_refused, run_module
 
 from conftest import REPO, venv_tool
 from twin import hosts
 
 INDEX = "model.safetensors.index.json"
+SHARD = "model-00001-of-00004.safetensors"
 # The operator-facing list the model_weights role passes as `required`.
 ROLE_REQUIRED = yaml.safe_load((REPO / "roles/model_weights/defaults/main.yml").read_text())[
     "model_weights_required_files"]
@@ -121,3 +125,88 @@ def test_a_shard_cut_short_or_of_no_safetensors_is_named(tmp_path):
     cut.write_bytes(whole)
     hosts.build_model(folder)
     assert check(tmp_path, path=str(folder), required=ROLE_REQUIRED)["complete"]
+
+
+# --- options and model folders it cannot use ----------------------------------------------------------------------
+
+def weight_map(*shards):
+    return json.dumps({"metadata": {}, "weight_map": {"layer.%d" % n: shard for n, shard in enumerate(shards)}})
+
+
+# (case, index text (bytes: as they are), pieces the message must hold)
+FOLDERS = [
+    ("index not JSON", "{not json", [INDEX, "is not valid JSON"]),
+    ("index not UTF-8", b'{"weight_map": {"a": "\xff.safetensors"}}', [INDEX, "is not valid JSON"]),
+    ("index a JSON list", "[1, 2]", [INDEX, "a JSON object"]),
+    ("index a JSON string", '"weights"', [INDEX, "a JSON object"]),
+    ("weight_map a list", '{"weight_map": ["%s"]}' % SHARD, ["weight_map", "an object"]),
+    ("weight_map a string", '{"weight_map": "%s"}' % SHARD, ["weight_map", "an object"]),
+    ("shard name a number", weight_map(SHARD, 5), ["weight_map", "5", "a file name"]),
+    ("shard name null", weight_map(SHARD, None), ["weight_map", "None", "a file name"]),
+    ("shard name a list", weight_map(SHARD, ["a"]), ["weight_map", "a file name"]),
+    ("shard name empty", weight_map(SHARD, ""), ["weight_map", "''", "a file name"]),
+    ("shard above the folder", weight_map(SHARD, "../outside.safetensors"),
+     ["'../outside.safetensors'", "outside the model folder"]),
+    ("shard at an absolute path", weight_map(SHARD, "{outside}"), ["outside the model folder"]),
+    ("shard back out of a subfolder", weight_map(SHARD, "sub/../../outside.safetensors"),
+     ["'sub/../../outside.safetensors'", "outside the model folder"]),
+]
+
+
+@pytest.mark.parametrize("case,index,expected", FOLDERS, ids=[row[0] for row in FOLDERS])
+def test_what_no_model_folder_holds_is_never_complete(tmp_path, case, index, expected):
+    outside = tmp_path / "outside.safetensors"
+    outside.write_text("weights that are not the model's")  # present, so only its path can keep it out
+
+    def placed(value):
+        return json.loads(json.dumps(value).replace("{outside}", str(outside)))
+
+    folder = tmp_path / "m"
+    hosts.build_model(folder)
+    (folder / INDEX).write_bytes(index if isinstance(index, bytes) else placed(index).encode("utf-8"))
+    result = run_module("model_files", path=str(folder), fail_on_incomplete=True)
+    assert_refused(result, str(folder), *placed(expected))
+    assert result["complete"] is False
+    # Without fail_on_incomplete the same folder is reported, not passed.
+    assert run_module("model_files", path=str(folder))["complete"] is False
+
+
+@pytest.mark.parametrize("case,args,expected", [
+    ("path empty", {"path": ""}, ["path is empty", "the model folder"]),
+    ("path relative", {"path": "models/Qwen3-VL-8B-Instruct"}, ["path 'models/Qwen3-VL-8B-Instruct'",
+                                                                "an absolute path"]),
+    ("path with a NUL byte", {"path": "/data/models/\u0000x"}, ["path", "NUL"]),
+    ("required above the folder", {"required": ["../outside.safetensors"]},
+     ["required names '../outside.safetensors'", "outside the model folder", "inside path"]),
+    ("required at an absolute path", {"required": ["/etc/hostname"]},
+     ["required names '/etc/hostname'", "outside the model folder"]),
+    ("required entry empty", {"required": ["config.json", ""]}, ["required names ''", "a file name"]),
+])
+def test_options_that_name_no_file_of_the_model_folder_are_refused(tmp_path, case, args, expected):
+    hosts.build_model(tmp_path / "m")
+    result = run_module("model_files", **dict({"path": str(tmp_path / "m")}, **args))
+    assert_refused(result, *expected)
+
+
+def test_a_file_where_the_folder_should_be_is_named_as_such(tmp_path):
+    path = tmp_path / "Qwen3-VL-8B-Instruct"
+    path.write_text("a tarball, say")
+    result = run_module("model_files", path=str(path), fail_on_incomplete=True)
+    assert_refused(result, str(path), "is a file, not a folder")
+    assert "does not exist" not in result["msg"]
+
+
+def test_check_mode_reports_what_a_real_run_would_fail_on_instead_of_failing(tmp_path):
+    # The model_weights role fills the folder (download or copy) before it requires it complete; in check mode
+    # that filling does not happen, so the requirement must not fail the check run.
+    folder = tmp_path / "m"
+    hosts.build_model(folder)
+    (folder / SHARD).unlink()
+    result = run_module("model_files", path=str(folder), fail_on_incomplete=True,
+                        _ansible_check_mode=True)
+    assert "failed" not in result and result["complete"] is False and result["missing"] == [SHARD]
+    assert result["msg"].startswith("check mode: a real run fails here unless a task before this one fills the "
+                                    "folder: model folder %s is incomplete" % folder), result["msg"]
+    assert SHARD in json.dumps(result["warnings"])  # shown as a warning in the check run's output
+    # Bad input is bad in check mode too.
+    assert_refused(run_module("model_files", path="relative", _ansible_check_mode=True), "absolute")

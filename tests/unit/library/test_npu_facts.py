@@ -1,7 +1,12 @@
-"""library/npu_facts.py, the whole module against fake hosts (the parsers: test_npu_smi_parse.py)."""
+"""library/npu_facts.py, the whole module against fake hosts (the parsers: tests/unit/module_utils/test_npu_smi.py),
+on options it cannot use (refused) and on npu-smi output and driver files it cannot read (facts still returned, the
+trouble named in problems, ready only when every chip was read)."""
 import json
 import subprocess
 import sys
+
+import pytest
+from module_runs import assert_refused, run_module
 
 from conftest import REPO, load_library_module, read_fixture, venv_tool
 from twin import hosts
@@ -12,7 +17,7 @@ RUN_MODULE = "from %s import load_library_module\nload_library_module('npu_facts
     load_library_module.__module__)
 
 
-def run_module(tmp_path, **args):
+def run_npu_facts(tmp_path, **args):
     args_file = tmp_path / "args.json"
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
     result = subprocess.run([sys.executable, "-c", RUN_MODULE, str(args_file)], stdout=subprocess.PIPE,
@@ -35,7 +40,7 @@ def twin_host(tmp_path, profile):
 def test_seed_host_gives_every_fact(tmp_path):
     profile = hosts.load_profiles()["seed_duo4"]
     root, paths = twin_host(tmp_path, profile)
-    facts = run_module(tmp_path, **paths)
+    facts = run_npu_facts(tmp_path, **paths)
     assert facts["present"] and facts["ready"] and facts["problems"] == []
     assert (facts["driver_version"], facts["driver_version_file"]) == ("25.5.2", "25.5.2")
     assert (facts["firmware_version"], facts["firmware_version_file"]) == ("7.8.0.7.220", "7.8.0.7.220")
@@ -59,7 +64,7 @@ def test_seed_host_gives_every_fact(tmp_path):
 def test_remapped_host_gives_each_chip_its_own_node(tmp_path):
     # Profile remapped_duo2: logic ids 0, 1, 2, 3 are /dev/davinci4, 5, 0, 1.
     root, paths = twin_host(tmp_path, hosts.load_profiles()["remapped_duo2"])
-    facts = run_module(tmp_path, **paths)
+    facts = run_npu_facts(tmp_path, **paths)
     assert facts["ready"] and facts["problems"] == [] and facts["phy_ids_known"] is True
     assert [(c["npu_id"], c["chip_id"], c["logic_id"], c["phy_id"], c["device"]) for c in facts["chips"]] == [
         (6, 0, 0, 4, str(root / "dev/davinci4")), (6, 1, 1, 5, str(root / "dev/davinci5")),
@@ -70,7 +75,7 @@ def test_remapped_host_gives_each_chip_its_own_node(tmp_path):
 def test_unknown_remap_with_nodes_not_the_logic_ids_is_a_problem(tmp_path):
     # The same host with an npu-smi that has neither `-t phyid-remap` nor `-t topo`.
     root, paths = twin_host(tmp_path, hosts.load_profiles()["remapped_old_npu_smi"])
-    facts = run_module(tmp_path, **paths)
+    facts = run_npu_facts(tmp_path, **paths)
     assert facts["ready"] is True and facts["phy_ids_known"] is False
     assert [(c["phy_id"], c["device"], c["cpu_affinity"]) for c in facts["chips"]] == [
         (None, str(root / "dev" / ("davinci%d" % logic)), []) for logic in range(4)]
@@ -82,7 +87,7 @@ def test_unknown_remap_with_nodes_not_the_logic_ids_is_a_problem(tmp_path):
 
 def test_unknown_remap_is_no_problem_where_nodes_are_the_logic_ids(tmp_path):
     _, paths = twin_host(tmp_path, dict(hosts.load_profiles()["duo2"], phyid_remap=False))
-    facts = run_module(tmp_path, **paths)
+    facts = run_npu_facts(tmp_path, **paths)
     assert facts["problems"] == [] and facts["phy_ids_known"] is False
     assert [c["device"] for c in facts["chips"]] == facts["devices"]
 
@@ -90,7 +95,7 @@ def test_unknown_remap_is_no_problem_where_nodes_are_the_logic_ids(tmp_path):
 def test_a_chip_without_its_node_has_no_device(tmp_path):
     # Profile missing_davinci: the node of logic id 1 is gone; npu-smi maps the remaining one.
     root, paths = twin_host(tmp_path, hosts.load_profiles()["missing_davinci"])
-    facts = run_module(tmp_path, **paths)
+    facts = run_npu_facts(tmp_path, **paths)
     assert facts["phy_ids_known"] is True and facts["problems"] == []
     assert [(c["phy_id"], c["device"]) for c in facts["chips"]] == [(0, str(root / "dev/davinci0")), (None, None)]
 
@@ -98,7 +103,7 @@ def test_a_chip_without_its_node_has_no_device(tmp_path):
 def test_a_chip_in_alarm_makes_its_card_unhealthy(tmp_path):
     # Profile chip_alarm: NPU 6 healthy, NPU 224's chip 1 in Alarm, which its board counts as one chip fault.
     _, paths = twin_host(tmp_path, hosts.load_profiles()["chip_alarm"])
-    facts = run_module(tmp_path, **paths)
+    facts = run_npu_facts(tmp_path, **paths)
     assert [(c["npu_id"], c["chip_fault_count"], c["health_problems"]) for c in facts["cards"]] == [
         (6, 0, []), (224, 1, ["chip 1 health Alarm", "1 chip fault(s)"])]
     assert facts["unhealthy_npu_ids"] == [224]
@@ -108,7 +113,7 @@ def test_a_chip_in_alarm_makes_its_card_unhealthy(tmp_path):
 def test_missing_manager_device_is_named(tmp_path):
     root, paths = twin_host(tmp_path, hosts.load_profiles()["duo2"])
     (root / "dev/devmm_svm").unlink()
-    facts = run_module(tmp_path, **paths)
+    facts = run_npu_facts(tmp_path, **paths)
     assert facts["missing_manager_devices"] == [str(root / "dev/devmm_svm")]
     assert facts["manager_devices"] == [str(root / "dev/davinci_manager"), str(root / "dev/hisi_hdc")]
 
@@ -118,7 +123,7 @@ def test_device_nodes_in_numeric_order(tmp_path):
     dev.mkdir()
     for name in ("davinci10", "davinci2", "davinci_manager", "davinci1x", "hisi_hdc"):
         (dev / name).write_text("")
-    facts = run_module(tmp_path, npu_smi=str(tmp_path / "nowhere/npu-smi"), driver_home=str(tmp_path),
+    facts = run_npu_facts(tmp_path, npu_smi=str(tmp_path / "nowhere/npu-smi"), driver_home=str(tmp_path),
                        firmware_home=str(tmp_path), dev_dir=str(dev))
     assert facts["devices"] == [str(dev / "davinci2"), str(dev / "davinci10")]
     assert facts["manager_devices"] == [str(dev / "davinci_manager"), str(dev / "hisi_hdc")]
@@ -127,7 +132,7 @@ def test_device_nodes_in_numeric_order(tmp_path):
 
 
 def test_missing_npu_smi_is_not_present(tmp_path):
-    facts = run_module(tmp_path, npu_smi=str(tmp_path / "nowhere/npu-smi"), driver_home=str(tmp_path),
+    facts = run_npu_facts(tmp_path, npu_smi=str(tmp_path / "nowhere/npu-smi"), driver_home=str(tmp_path),
                        firmware_home=str(tmp_path), dev_dir=str(tmp_path))
     assert facts["present"] is False and facts["ready"] is False
     assert any("npu-smi not found" in p for p in facts["problems"])
@@ -135,7 +140,7 @@ def test_missing_npu_smi_is_not_present(tmp_path):
 
 def test_dcmi_8005_is_present_but_not_ready_with_cause(tmp_path):
     _, paths = twin_host(tmp_path, hosts.load_profiles()["dcmi_8005"])
-    facts = run_module(tmp_path, **paths)
+    facts = run_npu_facts(tmp_path, **paths)
     assert facts["present"] is True and facts["ready"] is False
     (problem,) = facts["problems"]
     assert "ret is -8005" in problem and "held by another container" in problem and "reboot" in problem
@@ -164,7 +169,7 @@ def test_failing_sub_queries_still_give_the_chips(tmp_path):
     })
     (tmp_path / "fw").mkdir()
     (tmp_path / "fw/version.info").write_text("Version=7.8.0.7.220\n")
-    facts = run_module(tmp_path, npu_smi=npu_smi, driver_home=str(tmp_path / "none"),
+    facts = run_npu_facts(tmp_path, npu_smi=npu_smi, driver_home=str(tmp_path / "none"),
                        firmware_home=str(tmp_path / "fw"), dev_dir=str(tmp_path))
     assert facts["ready"] is True and facts["chip_count"] == 2
     assert [c["logic_id"] for c in facts["chips"]] == [0, 1]
@@ -180,7 +185,7 @@ def test_failing_sub_queries_still_give_the_chips(tmp_path):
 def test_check_mode_reads_the_same(tmp_path):
     _, paths = twin_host(tmp_path, hosts.load_profiles()["duo2"])
     args = dict(paths, _ansible_check_mode=True)
-    facts = run_module(tmp_path, **args)
+    facts = run_npu_facts(tmp_path, **args)
     assert facts["ready"] and facts["chip_count"] == 4
 
 
@@ -203,7 +208,7 @@ def test_ansible_doc_renders():
 def test_every_returned_fact_is_documented(tmp_path):
     # foreign_process: a host with a process on a chip, so that the process entries are checked too.
     _, paths = twin_host(tmp_path, hosts.load_profiles()["foreign_process"])
-    facts = run_module(tmp_path, **paths)
+    facts = run_npu_facts(tmp_path, **paths)
     documented = module_doc()["return"]["ansible_facts"]["contains"]["ascend"]["contains"]
     assert set(facts) == set(documented)
     for name in ("cards", "chips", "processes"):
@@ -213,3 +218,95 @@ def test_every_returned_fact_is_documented(tmp_path):
         assert [set(entry) for entry in facts[name]] == [keys] * len(facts[name]), name
     assert documented["cards"]["contains"]["health_problems"]["elements"] == "str"
     assert documented["unhealthy_npu_ids"]["elements"] == "int"
+
+
+# --- options it cannot use, npu-smi output and driver files it cannot read ----------------------------------------
+
+TABLE = read_fixture("info_310P3-duo_25.0.rc1.1_vllm-ascend-issue1993.txt")
+CHIP0_CARD_ROW = "| 6       310P3                 | OK              |"
+CHIP0_CHIP_ROW = "| 0       0                     | 0000:83:00.0    |"
+BOARD = read_fixture("board_310P3-duo_25.5.1_fw7.8.0.6.201_gofixture.txt")
+
+
+def fake_host(tmp_path, info=TABLE, board=BOARD, driver_version="Version=25.0.rc1.1\n"):
+    """Module arguments for a host whose npu-smi prints these texts (str; lone surrogates stand for bytes that
+    are not UTF-8) and whose driver's version.info holds driver_version."""
+    answers = {"info": info, "info -m": "", "info -l": "", "info -t board -i 6": board,
+               "info -t product -i 6": "Product Type : Atlas 300I Duo\n"}
+    script = tmp_path / "npu-smi"
+    script.write_text("#!%s\nimport json, sys\nanswers = json.loads(%r)\n"
+                      "sys.stdout.buffer.write(answers[' '.join(sys.argv[1:])].encode('utf-8', 'surrogateescape'))\n"
+                      % (sys.executable, json.dumps(answers)))
+    script.chmod(0o755)
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    (driver / "version.info").write_bytes(driver_version.encode("utf-8", "surrogateescape"))
+    return {"npu_smi": str(script), "driver_home": str(driver), "firmware_home": str(tmp_path / "none"),
+            "install_info": str(tmp_path / "none"), "dev_dir": str(tmp_path)}
+
+
+def facts_of(tmp_path, **changes):
+    result = run_module("npu_facts", **dict(fake_host(tmp_path), **changes))
+    assert "failed" not in result, result
+    return result["ansible_facts"]["ascend"]
+
+
+@pytest.mark.parametrize("option,value,expected", [
+    ("timeout", 0, ["timeout: 0 is not allowed", "at least 1"]),
+    ("timeout", -5, ["timeout: -5 is not allowed", "at least 1"]),
+    ("driver_home", "", ["driver_home is empty", "a folder"]),
+    ("firmware_home", "", ["firmware_home is empty", "a folder"]),
+    ("install_info", "", ["install_info is empty", "a file"]),
+    ("dev_dir", "", ["dev_dir is empty", "a folder"]),
+])
+def test_options_it_cannot_use_are_refused(tmp_path, option, value, expected):
+    assert_refused(run_module("npu_facts", **dict(fake_host(tmp_path), **{option: value})), *expected)
+
+
+@pytest.mark.parametrize("case,host,problem", [
+    ("table with a byte that is not UTF-8",
+     {"info": TABLE.replace("python3.11", "python\udcff3.11")}, "`npu-smi info` printed bytes that are not UTF-8"),
+    ("board answer in GBK", {"board": BOARD.replace("Serial Number", "\udcd0\udcf2\udcc1\udcd0\udcba\udcc5")},
+     "`npu-smi info -t board -i 6` printed bytes that are not UTF-8"),
+    ("driver version.info not UTF-8", {"driver_version": "Version=25.0.rc1.1\n\udcff\udcfe\n"},
+     "version.info holds bytes that are not UTF-8"),
+])
+def test_text_that_is_not_utf8_is_read_with_replacements_and_named(tmp_path, case, host, problem):
+    facts = run_module("npu_facts", **fake_host(tmp_path, **host))["ansible_facts"]["ascend"]
+    assert [p for p in facts["problems"] if problem in p and "U+FFFD" in p], facts["problems"]
+    assert facts["chip_count"] == 2 and facts["driver_version_file"] == "25.0.rc1.1"
+
+
+@pytest.mark.parametrize("case,rows,named", [
+    ("NPU id not a number", (CHIP0_CARD_ROW, CHIP0_CARD_ROW.replace("| 6      ", "| x6     ")), "'x6'"),
+    ("NPU id missing", (CHIP0_CARD_ROW, CHIP0_CARD_ROW.replace("| 6       310P3", "| 310P3        ")), "'310P3'"),
+    ("no first cell", (CHIP0_CARD_ROW, CHIP0_CARD_ROW.replace("| 6       310P3      ", "|                    ")),
+     "''"),
+    ("chip id not a number", (CHIP0_CHIP_ROW, CHIP0_CHIP_ROW.replace("| 0       0", "| a       0")), "'a'"),
+])
+def test_a_chip_whose_ids_are_not_integers_makes_the_host_not_ready(tmp_path, case, rows, named):
+    # Both chips' card rows read the same: only the first chip's is changed.
+    facts = run_module("npu_facts", **fake_host(tmp_path, info=TABLE.replace(*rows, 1)))["ansible_facts"]["ascend"]
+    assert facts["present"] is True and facts["ready"] is False
+    unreadable = [p for p in facts["problems"] if named in p and "not an integer" in p and "Fix:" in p]
+    assert unreadable, facts["problems"]
+    assert [(chip["npu_id"], chip["chip_id"]) for chip in facts["chips"]] == [(6, 1)]  # the readable one stays
+    assert [card["npu_id"] for card in facts["cards"]] == [6]
+
+
+@pytest.mark.parametrize("case,make", [
+    ("a folder", lambda path: path.mkdir()),
+    ("a file that is not executable", lambda path: path.write_text("#!/bin/sh\n")),
+])
+def test_an_npu_smi_option_that_names_no_program_says_what_it_names(tmp_path, case, make):
+    path = tmp_path / "npu-smi-given"
+    make(path)
+    facts = facts_of(tmp_path, npu_smi=str(path))
+    assert facts["present"] is False
+    assert [p for p in facts["problems"] if str(path) in p and "not an executable file" in p], facts["problems"]
+
+
+def test_npu_smi_printing_garbage_lists_no_chip(tmp_path):
+    facts = run_module("npu_facts", **fake_host(tmp_path, info="\udcff\udcfe| | |\n|\n+--+\n"))[
+        "ansible_facts"]["ascend"]
+    assert facts["ready"] is False and any("listed no NPU chip" in p for p in facts["problems"])

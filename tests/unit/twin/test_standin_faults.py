@@ -1,6 +1,6 @@
 """The stand-in's host-facing behaviour: chips it holds, what it refuses, how it crashes, binds and authenticates.
 
-Everything runs in this process over a twin host root (``VLLM_TWIN_ROOT``), without Docker.
+Everything runs in this process over a twin host root (``VLLM_TWIN_ROOT``: tests/standin_host.py), without Docker.
 """
 import base64
 import json
@@ -9,12 +9,12 @@ import threading
 
 import pytest
 import requests
+from standin_host import MODEL, root, serve_args  # noqa: F401  (the fixture)
 
-from conftest import free_port, png_image
+from conftest import png_image
 from twin import hosts
 from twin.vllm_standin import cli, npu, server
 
-MODEL = "Qwen3-VL-8B-Instruct"
 # npu-smi info -t topo as a 310P Duo host prints it: a header ending in "CPU Affinity", a row per chip.
 TOPO = """\t   NPU0       NPU1       NPU2       NPU3       CPU Affinity
 NPU0       X          HCCS       SYS        SYS        0-7
@@ -28,29 +28,7 @@ Legend:
 """
 
 
-@pytest.fixture
-def root(tmp_path, monkeypatch):
-    """A 2-card Duo host root (chips davinci0-3 as real device nodes), this process's view of it."""
-    folder = tmp_path / "host"
-    hosts.build_root(folder, hosts.load_profiles()["duo2"])
-    monkeypatch.setenv("VLLM_TWIN_ROOT", str(folder))
-    monkeypatch.setenv("VLLM_TWIN_LOAD_S", "0")
-    monkeypatch.setenv("VLLM_TWIN_SPEED", "40")
-    monkeypatch.setenv("VLLM_TWIN_REQUEST_LOG", str(tmp_path / "requests.jsonl"))
-    for name in ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "LD_PRELOAD", "VLLM_TWIN_CRASH_PIXELS"):
-        monkeypatch.delenv(name, raising=False)
-    yield folder
-    npu.release_chips()
-
-
-def serve_args(*extra, port=None):
-    return cli.build_parser().parse_args(
-        ["serve", str(cli.host_path("/data/models/" + MODEL)), "--served-model-name", MODEL, "--max-model-len",
-         "8192", "-tp", "2", "--dtype", "float16", "--host", "127.0.0.1", "--port", str(port or free_port())]
-        + list(extra))
-
-
-def test_a_second_holder_of_a_chip_is_refused_until_the_first_releases_it(root):
+def test_a_second_holder_of_a_chip_is_refused_until_the_first_releases_it(root):  # noqa: F811
     opened = npu.open_chips(2)
     assert [(os.path.basename(node), logical, physical) for node, logical, physical in opened] == [
         ("davinci0", 0, 0), ("davinci1", 1, 1)]
@@ -63,13 +41,13 @@ def test_a_second_holder_of_a_chip_is_refused_until_the_first_releases_it(root):
     assert len(npu.open_chips(2)) == 2
 
 
-def test_claims_are_named_by_the_device_number_docker_keeps(root):
+def test_claims_are_named_by_the_device_number_docker_keeps(root):  # noqa: F811
     npu.open_chips(1)
     claims = os.listdir(cli.host_path("/root/.cache/vllm-twin/chips"))
     assert claims == ["240-0"]
 
 
-def test_main_refuses_a_busy_chip_with_the_driver_lines_and_exit_1(root, capsys):
+def test_main_refuses_a_busy_chip_with_the_driver_lines_and_exit_1(root, capsys):  # noqa: F811
     npu.open_chips(2)
     assert cli.main(["serve", str(root / "data/models" / MODEL), "--max-model-len", "8192", "-tp", "2",
                      "--dtype", "float16"]) == 1
@@ -78,7 +56,7 @@ def test_main_refuses_a_busy_chip_with_the_driver_lines_and_exit_1(root, capsys)
     assert "davinci0 is already opened" in errors[-1]
 
 
-def test_other_chips_of_the_host_stay_free(root, monkeypatch):
+def test_other_chips_of_the_host_stay_free(root, monkeypatch):  # noqa: F811
     npu.open_chips(2)
     monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "2,3")
     assert [logical for _, logical, _ in npu.open_chips(2)] == [0, 1]
@@ -94,7 +72,8 @@ def test_chip_nodes_sort_by_number(tmp_path, monkeypatch):
     assert npu.chip_identity(str(tmp_path / "dev/davinci10")) == ("file:10", 10)
 
 
-def test_ascend_rt_visible_devices_picks_logical_ids_and_ascend_visible_devices_does_not(root, monkeypatch):
+def test_ascend_rt_visible_devices_picks_logical_ids_and_ascend_visible_devices_does_not(root,  # noqa: F811
+                                                                                         monkeypatch):
     monkeypatch.setenv("ASCEND_VISIBLE_DEVICES", "2,3")  # read by Ascend Docker Runtime only
     assert [os.path.basename(node) for node in npu.visible_devices()] == ["davinci0", "davinci1", "davinci2",
                                                                           "davinci3"]
@@ -112,12 +91,12 @@ def test_topo_rows_give_each_logical_chip_its_affinity():
     assert npu.parse_topo("This device does not support querying topo.\n") == {}
 
 
-def test_topo_of_the_twin_npu_smi_parses(root):
+def test_topo_of_the_twin_npu_smi_parses(root):  # noqa: F811
     affinity = npu.parse_topo(npu.npu_smi("-t", "topo"))
     assert sorted(affinity) == [0, 1, 2, 3] and all(affinity.values())
 
 
-def test_two_chips_of_one_node_share_it_and_the_next(root):
+def test_two_chips_of_one_node_share_it_and_the_next(root):  # noqa: F811
     # vllm-ascend's own example: both chips on NUMA0 grow into NUMA1, then split the pool evenly.
     pools = npu.plan_cpus([0, 1], npu.parse_topo(TOPO), range(16))
     assert pools == {0: list(range(8)), 1: list(range(8, 16))}
@@ -130,7 +109,7 @@ def test_a_cpuset_outside_the_chips_affinity_or_too_small_fails_binding():
         npu.plan_cpus([0, 1], npu.parse_topo(TOPO), [0, 1, 2, 3])
 
 
-def test_binding_pins_the_worker_cpus_and_records_them(root, monkeypatch, capsys):
+def test_binding_pins_the_worker_cpus_and_records_them(root, monkeypatch, capsys):  # noqa: F811
     bound = []
     monkeypatch.setattr(npu.os, "sched_getaffinity", lambda pid: set(range(48, 96)))
     monkeypatch.setattr(npu.os, "sched_setaffinity", lambda pid, cpus: bound.append(sorted(cpus)))
@@ -143,7 +122,7 @@ def test_binding_pins_the_worker_cpus_and_records_them(root, monkeypatch, capsys
     assert "INFO bound to CPUs 50,51" in capsys.readouterr().out
 
 
-def test_binding_is_skipped_when_disabled_or_impossible(root, monkeypatch, capsys):
+def test_binding_is_skipped_when_disabled_or_impossible(root, monkeypatch, capsys):  # noqa: F811
     monkeypatch.setattr(npu.os, "sched_setaffinity", pytest.fail)
     opened = npu.open_chips(2)
     assert npu.bind_cpus(opened, 8001, {"enable_cpu_binding": False}) == []
@@ -155,7 +134,7 @@ def test_binding_is_skipped_when_disabled_or_impossible(root, monkeypatch, capsy
         capsys.readouterr().out)
 
 
-def test_jemalloc_counts_as_preloaded_only_when_named_and_present(root, monkeypatch, capsys):
+def test_jemalloc_counts_as_preloaded_only_when_named_and_present(root, monkeypatch, capsys):  # noqa: F811
     assert not cli.jemalloc_preloaded()
     monkeypatch.setenv("LD_PRELOAD", cli.JEMALLOC + ":")
     assert not cli.jemalloc_preloaded()  # named, but no such file
@@ -199,7 +178,7 @@ def run_serve(args):
     return url, thread, result
 
 
-def test_a_large_image_kills_the_engine_and_fails_every_request(root):
+def test_a_large_image_kills_the_engine_and_fails_every_request(root):  # noqa: F811
     url, thread, result = run_serve(serve_args())
     answers = {}
 
@@ -225,7 +204,7 @@ def test_a_large_image_kills_the_engine_and_fails_every_request(root):
 @pytest.mark.parametrize("extra,env", [(["--mm-processor-kwargs", '{"min_pixels": 65536, "max_pixels": 1310720}'],
                                         {}),
                                        ([], {"VLLM_TWIN_CRASH_PIXELS": "0"})])
-def test_a_pixel_cap_or_a_zero_threshold_keeps_the_engine_alive(root, monkeypatch, extra, env):
+def test_a_pixel_cap_or_a_zero_threshold_keeps_the_engine_alive(root, monkeypatch, extra, env):  # noqa: F811
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     args = serve_args(*extra)
@@ -239,7 +218,7 @@ def test_a_pixel_cap_or_a_zero_threshold_keeps_the_engine_alive(root, monkeypatc
         running.shutdown()
 
 
-def test_the_api_key_guards_v1_only_as_vllm_does(root):
+def test_the_api_key_guards_v1_only_as_vllm_does(root):  # noqa: F811
     args = serve_args("--api-key", "sekret")
     running = server.start_server(args, cli.host_path("/data/models/" + MODEL), {})
     url = "http://127.0.0.1:%d" % args.port

@@ -213,7 +213,7 @@ def test_a_chip_without_a_card_still_counts():
 def test_every_sample_is_covered_by_a_test():
     # A new sample in the shared folder must get a parser test, not be silently ignored.
     source = "".join((REPO / "tests/unit" / name).read_text() for name in (
-        "test_npu_smi_parse.py", "test_npu_facts.py", "test_npu_smi_emulator.py"))
+        "module_utils/test_npu_smi.py", "library/test_npu_facts.py", "twin/test_npu_smi_emulator.py"))
     unused = [p.name for p in FIXTURES.glob("*.txt") if p.name not in source and not p.name.startswith(
         ("lspci_", "common_", "usages_", "version_flag_"))]
     assert unused == []

@@ -1,20 +1,19 @@
-"""The command's view (ascend_vllm_fleet/view.py), fed ansible-runner events as a bench and a deploy of a
-per_card host and a single-instance host emit them, and the follow step's status files as it writes them:
-the table redrawn on a terminal, one line per change elsewhere, the plan, and the report's summary."""
+"""The command's view (ascend_vllm_fleet/view.py), fed ansible-runner events as a bench (tests/bench_events.py)
+and a deploy of a per_card host and a single-instance host emit them, and the follow step's status files as it
+writes them: the table redrawn on a terminal, one line per change elsewhere, the plan, and the report's summary."""
 import io
 import json
 import re
 
 import pytest
 import yaml
+from bench_events import BENCH_EVENTS, INSTANCES, A, B, task_start
 from rich.console import Console
 
-from ascend_vllm_fleet import cli, progress, report, view
+from ascend_vllm_fleet import progress, report, view
 from bench_record import append_result
 from conftest import REPO
 
-A, B = "npu-a", "npu-b"
-INSTANCES = {A: ["vllm-ascend-npu1", "vllm-ascend-npu2", "vllm-ascend-npu4", "vllm-ascend-npu5"], B: ["vllm-ascend"]}
 MATRIX = {"image_sizes": ["640x480"], "max_tokens": [32, 8], "concurrency": [1, 4], "requests_per_group": 4}
 
 
@@ -24,33 +23,6 @@ class Clock:
 
     def __call__(self):
         return self.now
-
-
-def task_start(host, task, action, role="vllm_bench"):
-    return [{"event": "playbook_on_task_start", "event_data": {"task": task, "role": role}},
-            {"event": "runner_on_start", "event_data": {"host": host, "task": task, "role": role,
-                                                        "task_action": action, "resolved_action": action}}]
-
-
-def planned(host, name, port):
-    """A runner_item_on_ok of the plan task, as ansible-runner records it (res trimmed to what a reader uses)."""
-    return {"event": "runner_item_on_ok", "event_data": {
-        "host": host, "task": "Plan the benchmark of every instance", "role": "vllm_bench",
-        "task_action": "vllm_load_test", "resolved_action": "vllm_load_test",
-        "res": {"changed": False, "item": {"name": name, "port": port}, "planned_groups": 4, "planned_requests": 16,
-                "estimated_seconds": 38.9, "stopped_by_deadline": False, "groups": [],
-                "_ansible_item_label": name}}}
-
-
-# What a bench run emits up to its follow step: both hosts plan their instances, then show the plan.
-BENCH_EVENTS = (task_start(A, "Plan the benchmark of every instance", "vllm_load_test")
-                + task_start(B, "Plan the benchmark of every instance", "vllm_load_test")
-                + [planned(A, name, 8000 + index) for index, name in enumerate(INSTANCES[A])]
-                + [planned(B, INSTANCES[B][0], 8000)]
-                + task_start(A, "Show the plan (groups, requests and the module's estimate of the time)",
-                             "ansible.builtin.debug")
-                + task_start(A, "Follow the benchmarks until every instance's run has ended", "vllm_bench_follow")
-                + task_start(B, "Follow the benchmarks until every instance's run has ended", "vllm_bench_follow"))
 
 
 def status(name, current, elapsed_s, measured=()):
@@ -252,38 +224,6 @@ def test_the_report_summary_names_the_instances_whose_answers_failed(tmp_path):
     summary = dict(write_report(tmp_path), answers_failed=[{"host": B, "instance": "vllm-ascend"}])
     assert "answers failed (their rows are left out of every figure): npu-b vllm-ascend" in view.report_summary(
         tmp_path, summary)
-
-
-def test_bench_plan_runs_the_playbook_in_check_mode_and_prints_the_plan(tmp_path, monkeypatch):
-    seen = {}
-
-    class Run:
-        rc = 0
-        stats = {"ok": {A: 5, B: 5}, "changed": {}}
-
-        class config:
-            ident = "20261130T000000Z-bench"
-
-    def fake_run(**settings):
-        seen.update(settings)
-        for event in BENCH_EVENTS:
-            settings["event_handler"](event)
-        return Run
-
-    import ansible_runner
-
-    monkeypatch.setattr(ansible_runner, "run", fake_run)
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all: {}\n")
-    out = io.StringIO()
-    args = cli.build_parser().parse_args(["bench", "--plan", "-i", str(inventory), "-e",
-                                          "vllm_bench_reports_dir=%s" % tmp_path])
-    extravars, report_dir = cli.playbook_vars(args)
-    assert cli.run_playbook(args, cli.PLAYBOOKS["bench"], extravars, out=out, report_dir=report_dir) == 0
-    assert "--check" in seen["cmdline"].split()
-    assert out.getvalue().count("benchmark plan") == 1 and "longest: npu-a, estimated 39s" in out.getvalue()
-    args = cli.build_parser().parse_args(["bench", "-i", str(inventory)])
-    assert not args.plan
 
 
 @pytest.mark.parametrize("isatty, live", [(False, False), (True, True)])

@@ -1,0 +1,32 @@
+"""Hand-made npu_facts results (host) and the serving plans roles/vllm_server's filter makes of them (plan), for
+the tests of that role and of the gateway, which serves what the plans name; vllm_server is that filter plugin."""
+import sys
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "roles/vllm_server/filter_plugins"))
+import vllm_server  # noqa: E402
+
+MANAGERS = ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
+
+
+def host(npu_ids=(1, 2, 4, 5), chips_per_card=2, unhealthy=(), missing_managers=()):
+    """Facts as npu_facts returns them, for cards numbered by npu_ids."""
+    chips = []
+    for npu_id in npu_ids:
+        for chip in range(chips_per_card):
+            logic = len(chips)
+            chips.append({"npu_id": npu_id, "chip_id": chip, "logic_id": logic, "device": "/dev/davinci%d" % logic})
+    return {"chips": chips, "unhealthy_npu_ids": list(unhealthy), "missing_manager_devices": list(missing_managers),
+            "manager_devices": [path for path in MANAGERS if path not in missing_managers]}
+
+
+PLAN_SETTINGS = {"host": "npu-node-01", "layout": "single", "container_name": "vllm-ascend", "port": "8000",
+                 "tensor_parallel_size": "2", "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p",
+                 "served_name": "Qwen3-VL-8B-Instruct", "cpu_binding": "cpuset"}
+
+
+def plan(ascend, layout="single", name="vllm-ascend", port=8000, tensor_parallel_size=2, cpu_binding="cpuset"):
+    return vllm_server.vllm_server_plan(ascend, dict(
+        PLAN_SETTINGS, layout=layout, container_name=name, port=str(port),
+        tensor_parallel_size=str(tensor_parallel_size), cpu_binding=cpu_binding))

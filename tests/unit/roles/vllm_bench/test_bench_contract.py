@@ -1,0 +1,36 @@
+"""Where the benchmark record is restated outside module_utils/bench_record.py, it says what bench_record says:
+the load test's documented group, the vllm_bench role's latency target, and the files its filters name."""
+import sys
+
+import yaml
+
+from bench_record import FIELD_NAMES, LATENCY_TARGET_S, ProgressWriter, read_progress, run_ended
+from conftest import REPO, load_library_module
+
+sys.path.insert(0, str(REPO / "roles/vllm_bench/filter_plugins"))
+import vllm_bench  # noqa: E402
+
+
+def test_the_modules_documented_group_is_a_record():
+    documented = yaml.safe_load(load_library_module("vllm_load_test").RETURN)["groups"]["sample"][0]
+    assert list(documented) == list(FIELD_NAMES) + ["resumed"]
+
+
+def test_the_roles_latency_target_is_the_reports():
+    defaults = yaml.safe_load((REPO / "roles/vllm_bench/defaults/main.yml").read_text(encoding="utf-8"))
+    specs = yaml.safe_load((REPO / "roles/vllm_bench/meta/argument_specs.yml").read_text(encoding="utf-8"))
+    assert defaults["vllm_bench_latency_target_s"] == LATENCY_TARGET_S
+    assert specs["argument_specs"]["main"]["options"]["vllm_bench_latency_target_s"]["default"] == LATENCY_TARGET_S
+
+
+def test_the_roles_filters_name_the_files_bench_record_reads(tmp_path):
+    instance = {"name": "vllm-ascend-2", "port": 8001, "npu_ids": [4], "devices": ["/dev/davinci2"]}
+    results = vllm_bench.vllm_bench_results_file(instance, str(tmp_path))
+    assert results == str(tmp_path / "vllm-ascend-2.jsonl")
+    assert vllm_bench.vllm_bench_progress_file(results) == results + ".progress.json"
+    ProgressWriter(results).update({"groups_done": 0, "groups_total": 12}, force=True)
+    assert run_ended(read_progress(open(results + ".progress.json").read()), 600) is False
+    ProgressWriter(results).finish(12, 12)
+    assert run_ended(read_progress(open(results + ".progress.json").read()), 600) is True
+    assert run_ended(None, 600, waited_s=22 * 30) is False  # 22 polls of 30 s: 660 s waited
+    assert run_ended(None, 600, waited_s=23 * 30) is True
