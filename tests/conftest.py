@@ -11,6 +11,10 @@ import pytest
 from ascend_vllm_fleet.host_code import load_library_module  # noqa: F401
 from png_images import png_image  # noqa: F401  (module_utils/, shared with the modules)
 
+# The helper modules beside this file: pytest rewrites their asserts as it does the tests' own (same detail).
+pytest.register_assert_rewrite("bench_events", "fake_vllm", "module_runs", "report_rows", "serving_plans",
+                               "standin_host", "twin_fleet")
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # Real npu-smi output and the seed's commands, each file with its '# source:' first line.
 FIXTURES = REPO / "tests" / "fixtures" / "npu-smi"

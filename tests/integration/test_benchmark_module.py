@@ -82,7 +82,7 @@ def standin(tmp_path):
 def params(**overrides):
     values = {name: spec.get("default") for name, spec in bench.ARGUMENT_SPEC.items()}
     # Every request counted against the server's own log is a measured one: the answer check (tested on its own,
-    # tests/unit/test_standin_answers.py) would add its questions to the log.
+    # tests/unit/twin/test_standin_answers.py) would add its questions to the log.
     values.update(warmup_requests=0, answer_check="none")
     values.update(overrides)
     bench.validate(values)

@@ -21,7 +21,7 @@ Twin knobs (environment):
   before the encoder.
 
 Answers, errors and streams have the shape of vLLM 0.18's own (held to its recorded transcripts in
-tests/fixtures/vllm-0.18/ by tests/unit/test_standin_conformance.py): the role chunk goes out with the first
+tests/fixtures/vllm-0.18/ by tests/unit/twin/test_standin_conformance.py): the role chunk goes out with the first
 token, a request whose prompt and max_tokens together pass max_model_len gets max_tokens lowered, a pixel cap
 in ``--mm-processor-kwargs`` counts only with ``min_pixels`` beside it (or as ``size``), as transformers 4.57's
 image processor takes it. Fault ``error`` in ``VLLM_TWIN_FAULTS`` ends a request with an engine error after
