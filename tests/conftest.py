@@ -24,14 +24,35 @@ os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.execut
                                       os.environ.get("PATH", "")])
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+# The test modules that share the `pair` fixture: under pytest-xdist (scripts/dev test) they form one scope,
+# run on one worker, so the pair is deployed once. The fixture refuses a module not named here.
+PAIR_MODULES = tuple("tests/integration/%s.py" % name for name in (
+    "test_cli", "test_deploy", "test_operator_view", "test_secrets", "test_serving_plan"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadscope with the pair's modules as one scope: each other module is a scope of its own, so its
+    module-scoped fixtures (a twin fleet, a server) are made once. (xdist's loadgroup marks do not reach the
+    scheduler under pytest 9's node ids.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            module = nodeid.split("::", 1)[0]
+            return "pair" if module in PAIR_MODULES else module
+
+    return ModuleScheduling(config, log)
+
+
 def pytest_collection_modifyitems(items):
-    """Under pytest-xdist's --dist loadgroup (scripts/dev test), a module's tests run on one worker, so its
-    module-scoped fixtures (a twin fleet, a server) are made once; modules sharing a session fixture name their
-    group themselves (xdist_group("pair"))."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    strays = sorted({item.nodeid.split("::", 1)[0] for item in items if "pair" in getattr(item, "fixturenames", ())}
+                    - set(PAIR_MODULES))
+    if strays:
+        raise pytest.UsageError("%s use the pair fixture: add them to PAIR_MODULES in tests/conftest.py, so that "
+                                "they run on the pair's worker" % ", ".join(strays))
 
 
 def read_fixture(name):
@@ -110,9 +131,9 @@ def run_playbook(tmp_dir, inventory, playbook="site.yml", *args):
 @pytest.fixture(scope="session")
 def pair(tmp_path_factory):
     """Two deployed twin hosts, npu-a (4 cards, the seed's) and npu-b (2 cards), and cli-bad (a driver too old,
-    in the inventory only for the runs that name it), shared by the modules of the xdist group "pair": one
-    fleet and one first deploy for all of them. Tests take it through `shared_pair`, which holds them to
-    leaving it as the deploy left it."""
+    in the inventory only for the runs that name it), shared by the modules of PAIR_MODULES: one fleet and one
+    first deploy for all of them. Tests take it through `shared_pair`, which holds them to leaving it as the
+    deploy left it."""
     from twin_fleet import PAIR, PAIR_EXTRA, DeployedFleet  # the twin's modules load only where a fleet is used
     fleet = DeployedFleet(tmp_path_factory.mktemp("pair"), dict(PAIR, **PAIR_EXTRA), extra_hosts=PAIR_EXTRA)
     fleet.deploy()

@@ -9,7 +9,7 @@ import pytest
 from ascend_vllm_fleet import cli
 from twin_fleet import DEFAULT_CONTAINER
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("pair")]
+pytestmark = pytest.mark.docker
 A, B, BAD = "npu-a", "npu-b", "cli-bad"  # the shared pair, and its host with a driver too old
 
 

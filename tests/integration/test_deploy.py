@@ -19,7 +19,7 @@ from twin_fleet import CONFIG_DIR
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as PORT
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("pair")]
+pytestmark = pytest.mark.docker
 MODEL = "Qwen3-VL-8B-Instruct"
 A, B = "npu-a", "npu-b"
 

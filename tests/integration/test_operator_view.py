@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO, venv_tool
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("pair")]
+pytestmark = pytest.mark.docker
 A, B = "npu-a", "npu-b"
 PLAN_FILE = "/etc/vllm-ascend/plan.json"  # fleet_plan_file's default, as on a real host
 # A smaller matrix for the runs that only check the output's form: 2 image sizes x 1 length x 2 concurrency.

@@ -13,7 +13,7 @@ from conftest import REPO
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import command_lines
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("pair")]
+pytestmark = pytest.mark.docker
 HOST = "npu-b"  # of the shared pair
 KEY = "sk-" + uuid.uuid4().hex
 

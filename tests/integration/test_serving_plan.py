@@ -8,7 +8,7 @@ from twin.npu_smi import PROFILE_NAME
 from twin_fleet import CONFIG_DIR
 from twin_fleet import DEFAULT_CONTAINER as NAME
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("pair")]
+pytestmark = pytest.mark.docker
 HOST = "npu-b"  # of the shared pair: two cards
 PLAN = "%s/plan.json" % CONFIG_DIR  # the fleet role's default, as on a real host
 
