@@ -14,9 +14,6 @@ from openai_client import Client, ImageChat, StreamResult, image_data_url
 from png_images import png_image
 
 TTFT_S, TPOT_S = 0.15, 0.01
-# The client stamps a token when it has read it, a little after the sink wrote it: the gap between two stamps
-# may come out this much short of the sink's.
-READ_JITTER_S = 0.002
 # The log's times are written to the microsecond.
 LOGGED_TO_S = 1e-5
 
@@ -48,7 +45,9 @@ def test_a_streamed_answer_keeps_the_schedule_and_is_logged(tmp_path):
     assert result.error is None and result.completion_tokens == 5
     assert result.prompt_tokens == 20 * 15 + 2 + len("describe") // 2 + 1
     assert result.first_token - result.sent >= TTFT_S
-    assert result.finished - result.first_token >= 4 * TPOT_S - READ_JITTER_S
+    # The schedule runs from the request, not from the first token (a first token late on a busy machine makes
+    # the next ones come sooner): the last comes no sooner than TTFT and four gaps after sending.
+    assert result.finished - result.sent >= TTFT_S + 4 * TPOT_S
     (record,) = log_records(log)
     assert (record["id"], record["status"], record["max_tokens"]) == (result.request_id, "ok", 5)
     assert record["received_s"] <= record["body_read_s"] <= record["first_token_s"] <= record["finished_s"]

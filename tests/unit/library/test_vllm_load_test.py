@@ -6,9 +6,10 @@ import base64
 import io
 import json
 import math
+import threading
 
 import pytest
-from fake_vllm import MODEL, Handler, Scripted, scripted, server  # noqa: F401  (the fixtures)
+from fake_vllm import MODEL, Handler, Scripted, scripted, server, serving  # noqa: F401  (the fixtures)
 from module_runs import SECRET, assert_refused, run_module
 from PIL import Image
 
@@ -46,6 +47,33 @@ def test_a_run_records_each_group_then_resume_sends_nothing_again(server, tmp_pa
     second = load_test.run(params(base_url=server, results_file=results, resume=True))
     assert [g["resumed"] for g in second["groups"]] == [True, True] and len(chats()) == 5
     assert second["groups"][0]["finished_at"] == first["groups"][0]["finished_at"]
+
+
+class Counting(Handler):
+    """Handler, counting the chat requests open at once."""
+
+    lock = threading.Lock()
+    open_now = most = 0
+
+    def do_POST(self):
+        with self.lock:
+            type(self).open_now += 1
+            type(self).most = max(type(self).most, type(self).open_now)
+        try:
+            super().do_POST()
+        finally:
+            with self.lock:
+                type(self).open_now -= 1
+
+
+def test_a_group_keeps_as_many_requests_open_as_its_concurrency():
+    """Closed loop: with concurrency 4 each of 4 workers sends its next request when its last ended (each
+    answer takes 0.2 s), so 4 are open at once, never more."""
+    Counting.seen, Counting.most = [], 0
+    with serving(Counting) as url:
+        result = load_test.run(params(base_url=url, concurrency=[4], requests_per_group=8, warmup_requests=0))
+    assert [(g["concurrency"], g["completed"]) for g in result["groups"]] == [(4, 8)]
+    assert Counting.most == 4
 
 
 def test_an_unreliable_group_runs_again_on_resume(server, tmp_path):  # noqa: F811
