@@ -113,95 +113,9 @@ docker_available:
   type: bool
 """
 
-import json
-import os
-import re
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.docker_cli import DockerUnavailable, run_docker
+from ansible.module_utils.npu_holders import containers, processes
 from ansible.module_utils.option_checks import unexpected_failure
-
-NODE = re.compile(r"^davinci(\d+|_manager)$")
-# A container's processes name its full ID in their cgroup path (cgroup v1 and v2, with or without systemd).
-CONTAINER_ID = re.compile(r"([0-9a-f]{64})")
-
-
-def is_npu_node(path, dev_dir):
-    folder, name = os.path.split(path)
-    return os.path.normpath(folder) == os.path.normpath(dev_dir) and NODE.match(name) is not None
-
-
-def container_of(pid):
-    try:
-        with open("/proc/%d/cgroup" % pid) as handle:
-            found = CONTAINER_ID.findall(handle.read())
-    except OSError:
-        return None
-    return found[-1] if found else None
-
-
-def processes(dev_dir):
-    """Every process with a node open; processes that end or hide their fds while being read are skipped."""
-    found = []
-    for entry in sorted(os.listdir("/proc")):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        try:
-            fds = os.listdir("/proc/%d/fd" % pid)
-        except OSError:
-            continue
-        devices = set()
-        for fd in fds:
-            try:
-                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-            except OSError:
-                continue
-            if is_npu_node(target, dev_dir):
-                devices.add(target)
-        if devices:
-            try:
-                with open("/proc/%d/comm" % pid) as handle:
-                    name = handle.read().strip()
-            except OSError:
-                name = "?"
-            found.append(dict(pid=pid, name=name, devices=sorted(devices), container_id=container_of(pid)))
-    return found
-
-
-def containers(docker, dev_dir):
-    """(running containers mapping a node or privileged, whether the engine answered)."""
-    try:
-        code, out, _err = run_docker(docker, "ps", "--quiet", "--no-trunc", timeout=60)
-    except DockerUnavailable:
-        return [], False
-    if code != 0:
-        return [], False
-    ids = out.split()
-    if not ids:
-        return [], True
-    code, out, err = run_docker(docker, "container", "inspect", "--", *ids, timeout=60)
-    if code != 0:
-        # A container that stopped between the two calls makes inspect fail for all; read them one by one.
-        details = []
-        for container_id in ids:
-            code, out, err = run_docker(docker, "container", "inspect", "--", container_id, timeout=60)
-            if code == 0:
-                details.extend(json.loads(out))
-    else:
-        details = json.loads(out)
-    found = []
-    for detail in details:
-        host_config = detail.get("HostConfig") or {}
-        mapped = sorted(device.get("PathOnHost", "") for device in host_config.get("Devices") or []
-                        if is_npu_node(device.get("PathOnHost", ""), dev_dir))
-        if host_config.get("Privileged"):
-            mapped = ["all"]
-        if mapped:
-            found.append(dict(id=detail.get("Id"), name=(detail.get("Name") or "").lstrip("/"),
-                              image=(detail.get("Config") or {}).get("Image"), devices=mapped,
-                              labels=(detail.get("Config") or {}).get("Labels") or {}))
-    return found, True
 
 
 def main():

@@ -32,7 +32,9 @@ def test_the_deploy_records_what_it_serves(fleet):
     assert recorded["layout"] == "single" and recorded["excluded_npu_ids"] == []
     assert recorded["instances"] == [{"name": NAME, "port": 8000, "npu_ids": [6, 224],
                                       "devices": ["/dev/davinci0", "/dev/davinci1", "/dev/davinci2",
-                                                  "/dev/davinci3"], "logic_ids": [0, 1, 2, 3], "cpus": None}]
+                                                  "/dev/davinci3"], "logic_ids": [0, 1, 2, 3], "cpus": None,
+                                      "container": NAME, "script": "%s/%s.sh" % (CONFIG_DIR, NAME),
+                                      "env_file": "%s/%s.env" % (CONFIG_DIR, NAME)}]
     assert recorded["image"] == fleet[HOST].inspect(NAME)["Config"]["Image"]
     assert fleet[HOST].mode(PLAN) == 0o644
 

@@ -46,8 +46,11 @@ def rendered(tmp_path_factory):
     (base / "hosts.ini").write_text("localhost ansible_connection=local ansible_python_interpreter=%s\n"
                                     % sys.executable)
     (base / "etc").mkdir()
+    (base / "bin").mkdir()
+    (base / "bin" / "docker").write_text("#!/bin/sh\nexit 0\n")
+    (base / "bin" / "docker").chmod(0o755)
     run = run_playbook(base / "run", base / "hosts.ini", "tests/playbooks/render_instance.yml",
-                       "-e", "@%s" % (base / "vars.json"))
+                       "-e", "@%s" % (base / "vars.json"), "-e", "render_bin=%s" % (base / "bin"))
     assert run.rc == 0, run.stdout
     script = (base / "etc" / "vllm-ascend.sh").read_text()
     body = re.sub(r"\\\n", " ", "\n".join(line for line in script.splitlines() if not line.startswith("#")))

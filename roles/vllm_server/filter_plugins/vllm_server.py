@@ -209,35 +209,11 @@ def vllm_server_mounts(settings):
             (settings["model_dir"], settings["model_container_dir"], "ro", "fleet_model_dir")]
 
 
-def vllm_server_mount_paths(settings):
-    """The mount sources that must exist before any instance starts (the cache folder is made by the role)."""
-    return [source for source, _target, _mode, variable in vllm_server_mounts(settings)
-            if variable != "vllm_server_cache_dir"]
-
-
-def vllm_server_missing_mounts(missing_paths, settings):
-    """What to say of mount sources that do not exist on the host (Docker would mount an empty folder)."""
-    return ["%s (set by %s)" % (source, variable) for source, _target, _mode, variable in vllm_server_mounts(settings)
-            if source in missing_paths]
-
-
-def vllm_server_chip_holders(containers, plan, label_prefix):
-    """The running containers of other owners that hold chips of the plan, each as a sentence.
-
-    containers: `docker container inspect` records (name, labels, devices) of the running containers.
-    A chip opens in one container only: another that holds it makes ours fail at start (drvRet=87, "resources
-    are busy"). A privileged container sees every chip but is not named: most (monitoring agents) open none.
-    """
-    planned = set(device for instance in plan["instances"] for device in instance["devices"])
-    holders = []
-    for container in containers:
-        if (container.get("labels") or {}).get(label_prefix + ".host") == plan["host"]:
-            continue  # ours: replaced, kept or removed as stale by this role
-        held = sorted(planned & set(device["PathOnHost"] for device in container.get("devices") or []))
-        name = container["name"].lstrip("/")
-        if held:
-            holders.append("container %s maps %s" % (name, ", ".join(held)))
-    return holders
+def vllm_server_required_paths(settings):
+    """The mount sources that must exist before any instance starts, each with the variable that sets it (the cache
+    folder is made by vllm_plan): what the vllm_plan module checks."""
+    return {source: variable for source, _target, _mode, variable in vllm_server_mounts(settings)
+            if variable != "vllm_server_cache_dir"}
 
 
 def vllm_serve_lines(plan, settings, cpu_binding_off):
@@ -272,20 +248,15 @@ def _results(register):
     return [result for result in (register or {}).get("results", []) if not result.get("skipped")]
 
 
-def vllm_server_outcomes(decided, started, *probes):
-    """Each started or checked instance with `error`: why it did not start or serve, or None when it serves.
+def vllm_server_outcomes(applied, *probes):
+    """Each instance as vllm_instance left it (action, set_aside) with `error`: why it did not start or serve, or
+    None when it serves.
 
-    decided: the instances as instance.yml decided them (action keep, start, replace, or failed when setting
-    the serving container aside failed, which rollback.yml already reported). started: the register of the
-    start task. probes: the registers of the probes as launched (an async job's id, or in check mode the probe's
-    own result) and as async_status finished them (their item is the launch result).
+    applied: the register of the vllm_instance task (in check mode, of the decision). probes: the registers of the
+    probes as launched (an async job's id, or in check mode the probe's own result) and as async_status finished
+    them (their item is the launch result).
     """
     errors = {}
-    for result in _results(started):
-        if result.get("rc") != 0:
-            errors[result["vllm_server_instance"]["name"]] = " ".join(
-                part for part in (result.get("stderr", "").strip(), result.get("msg", "")) if part) or (
-                "exit code %s" % result.get("rc"))
     for register in probes:
         for result in _results(register):
             launched_as_job = "vllm_server_instance" in result and result.get("ansible_job_id")
@@ -300,13 +271,45 @@ def vllm_server_outcomes(decided, started, *probes):
             elif "finished" in result and not result["finished"]:
                 errors.setdefault(instance["name"], "the readiness check did not finish within the wait limit "
                                                     "(vllm_server_ready_timeout plus the smoke request)")
-    return [dict(instance, error=errors.get(instance["name"]))
-            for instance in decided if instance["action"] != "failed"]
+    outcomes = []
+    for result in _results(applied):
+        instance = result["vllm_server_instance"]
+        outcomes.append(dict(instance, action=result["action"], set_aside=result["set_aside"],
+                             error=result.get("error") or errors.get(instance["name"])))
+    return outcomes
+
+
+def vllm_server_failures(outcomes, finished, restored, host):
+    """What went wrong on the host, one sentence per instance that does not serve, saying what serves instead.
+
+    finished: the register of the commit-or-restore task; restored: of the probes of the containers put back.
+    """
+    put_back = set(result["vllm_server_instance"]["name"] for result in _results(finished) if result.get("restored"))
+    probed = dict((result["vllm_server_instance"]["name"], result) for result in _results(restored))
+    failures = []
+    for outcome in outcomes:
+        name, error = outcome["name"], (outcome["error"] or "").strip()
+        if outcome["error"] is None:
+            continue
+        if outcome["action"] == "failed":
+            failures.append("%s on %s did not start: %s ---- The serving container was not touched." % (
+                name, host, error))
+        elif outcome["action"] != "replace":
+            failures.append("%s on %s does not serve: %s" % (name, host, error))
+        elif name not in put_back:
+            failures.append("%s on %s did not start: %s ---- There was no previous container to restore." % (
+                name, host, error))
+        elif probed.get(name, {}).get("msg"):
+            failures.append("%s on %s did not start: %s ---- The previous container was put back but does not "
+                            "serve: %s" % (name, host, error, probed[name]["msg"]))
+        else:
+            failures.append("%s on %s did not start: %s ---- The previous container is serving again." % (
+                name, host, error))
+    return failures
 
 
 class FilterModule:
     def filters(self):
         return {"vllm_server_plan": vllm_server_plan, "vllm_server_docker_run": vllm_server_docker_run,
-                "vllm_server_mount_paths": vllm_server_mount_paths,
-                "vllm_server_missing_mounts": vllm_server_missing_mounts,
-                "vllm_server_chip_holders": vllm_server_chip_holders, "vllm_server_outcomes": vllm_server_outcomes}
+                "vllm_server_required_paths": vllm_server_required_paths,
+                "vllm_server_outcomes": vllm_server_outcomes, "vllm_server_failures": vllm_server_failures}

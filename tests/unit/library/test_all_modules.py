@@ -18,6 +18,11 @@ UNFORESEEN = {
     "vllm_load_test": ({"api_key": SECRET, "base_url": "http://127.0.0.1:9", "_ansible_check_mode": True},
                        "plan", "the load test of http://127.0.0.1:9"),
     "npu_holders": ({"docker": "/nonexistent/docker"}, "processes", "listing what holds the NPU device nodes in /dev"),
+    "vllm_instance": ({"name": "vllm-ascend", "script": "/tmp/none.sh", "env_file": "/tmp/none.env", "state": "absent",
+                       "api_key": SECRET}, "run", "vllm_instance vllm-ascend (state absent)"),
+    "vllm_plan": ({"plan": {"host": "npu-a", "instances": []}, "path": "/tmp/plan.json", "config_dir": "/tmp/etc",
+                   "cache_dir": "/tmp/cache", "salt_file": "/tmp/etc/salt"}, "refusals",
+                  "recording the serving plan in /tmp/plan.json"),
     "haproxy_server": ({"backend": "vllm_instances", "server": "npu-node-01:vllm-ascend", "state": "drain"}, "apply",
                        "setting vllm_instances/npu-node-01:vllm-ascend to drain through /run/haproxy/admin.sock"),
 }
@@ -43,6 +48,8 @@ def test_the_unforeseen_ends_in_a_message_that_says_what_was_being_done(name):
     ("vllm_load_test", {"requests": 5}, "Unsupported parameters"),
     ("haproxy_server", {"backend": "b", "server": "s", "state": "up"}, "state"),
     ("haproxy_server", {"backend": "b", "state": "drain"}, "missing required arguments: server"),
+    ("vllm_instance", {"name": "n", "script": "/s", "env_file": "/e"}, "state is started but all of the following"),
+    ("vllm_plan", {"plan": {}, "path": "/p", "config_dir": "/c", "cache_dir": "/k"}, "salt_file"),
 ])
 def test_ansibles_own_checks_name_the_option(name, args, expected):
     # The argument spec's checks come first; the modules rely on them for types, required and unknown options.

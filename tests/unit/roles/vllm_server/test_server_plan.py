@@ -125,30 +125,14 @@ def test_image_references_a_site_uses_are_accepted(image):
     assert recorded["image"] == image
 
 
-def test_containers_of_other_owners_holding_planned_chips_are_named():
-    recorded = plan(host(npu_ids=(1, 2)))
-    ours = {"name": "/vllm-ascend-old", "labels": {"ascend-vllm-fleet.host": "npu-node-01"},
-            "devices": [{"PathOnHost": "/dev/davinci0"}], "privileged": False}
-    theirs = {"name": "/llm-test", "labels": {}, "privileged": False,
-              "devices": [{"PathOnHost": "/dev/davinci3"}, {"PathOnHost": "/dev/davinci1"},
-                          {"PathOnHost": "/dev/davinci_manager"}]}
-    elsewhere = {"name": "/web", "labels": None, "devices": None, "privileged": False}
-    everything = {"name": "/debug", "labels": {"ascend-vllm-fleet.host": "npu-node-02"}, "devices": [],
-                  "privileged": True}
-    assert vllm_server.vllm_server_chip_holders([ours, theirs, elsewhere, everything], recorded,
-                                                "ascend-vllm-fleet") == [
-        "container llm-test maps /dev/davinci1, /dev/davinci3"]
-
-
-def test_missing_mount_sources_are_named_with_their_variable():
+def test_the_mount_sources_to_check_are_named_with_their_variable():
     settings = {"dcmi_dir": "/usr/local/dcmi", "npu_smi": "/usr/local/bin/npu-smi",
                 "driver_home": "/usr/local/Ascend/driver/", "install_info": "/etc/ascend_install.info",
                 "cache_dir": "/var/cache/vllm-ascend", "model_dir": "/data/m", "model_container_dir": "/data/m"}
-    paths = vllm_server.vllm_server_mount_paths(settings)
-    assert paths == ["/usr/local/dcmi", "/usr/local/bin/npu-smi", "/usr/local/Ascend/driver/lib64/",
-                     "/usr/local/Ascend/driver/version.info", "/etc/ascend_install.info", "/data/m"]
-    assert vllm_server.vllm_server_missing_mounts(["/usr/local/dcmi", "/data/m"], settings) == [
-        "/usr/local/dcmi (set by fleet_dcmi_dir)", "/data/m (set by fleet_model_dir)"]
+    assert vllm_server.vllm_server_required_paths(settings) == {
+        "/usr/local/dcmi": "fleet_dcmi_dir", "/usr/local/bin/npu-smi": "fleet_npu_smi",
+        "/usr/local/Ascend/driver/lib64/": "fleet_driver_home", "/usr/local/Ascend/driver/version.info":
+        "fleet_driver_home", "/etc/ascend_install.info": "fleet_install_info", "/data/m": "fleet_model_dir"}
 
 
 def with_affinity(ascend, affinity_by_npu):
@@ -195,35 +179,63 @@ def test_offline_cpus_are_never_in_a_cpuset():
     assert [i["cpus"] for i in plan(facts, "per_card")["instances"]] == [None, None]
 
 
+def applied(*rows):
+    """The register of the vllm_instance task: per instance its result, with the loop's item."""
+    return {"results": [dict(vllm_server_instance=dict(name=name, port=8000 + index), action=action,
+                             set_aside=set_aside, error=error, changed=True)
+                        for index, (name, action, set_aside, error) in enumerate(rows)]}
+
+
 def test_outcomes_name_what_did_not_start_or_serve_and_nothing_else():
-    decided = [dict(name=name, port=port, action=action, previous_exists=True)
-               for name, port, action in (("a", 8000, "replace"), ("b", 8001, "keep"), ("c", 8002, "start"),
-                                          ("d", 8003, "replace"), ("e", 8004, "failed"))]
-    started = {"results": [
-        {"vllm_server_instance": decided[0], "rc": 0, "stderr": ""},
-        {"vllm_server_instance": decided[2], "rc": 125, "stderr": "docker: port is already allocated\n"},
-        {"vllm_server_instance": decided[3], "rc": 0, "stderr": ""}]}
+    started = applied(("a", "replace", True, None), ("b", "keep", False, None),
+                      ("c", "start", False, "`docker start -- c` failed: port is already allocated"),
+                      ("d", "replace", True, None), ("e", "failed", False, "the daemon is busy"))
+    instances = [result["vllm_server_instance"] for result in started["results"]]
     # As async_status gives them back, with failed_when false: a failed probe keeps its message only.
     probes = {"results": [
-        {"item": {"vllm_server_instance": decided[0]}, "finished": 1, "failed": False, "models": ["m"]},
-        {"item": {"vllm_server_instance": decided[1]}, "finished": 1, "failed": False, "msg": "not ready after 5s"},
-        {"item": {"vllm_server_instance": decided[3]}, "finished": 0, "failed": False}]}
-    # As launched: async jobs (their outcome is async_status's), one that could not start as a job.
-    launched = {"results": [{"vllm_server_instance": decided[i], "ansible_job_id": "j%d" % i, "started": 1,
+        {"item": {"vllm_server_instance": instances[0]}, "finished": 1, "failed": False, "models": ["m"]},
+        {"item": {"vllm_server_instance": instances[1]}, "finished": 1, "failed": False, "msg": "not ready after 5s"},
+        {"item": {"vllm_server_instance": instances[3]}, "finished": 0, "failed": False}]}
+    # As launched: async jobs (their outcome is async_status's).
+    launched = {"results": [{"vllm_server_instance": instances[i], "ansible_job_id": "j%d" % i, "started": 1,
                              "finished": 0, "results_file": "/root/.ansible_async/j%d" % i} for i in (0, 1, 3)]}
-    outcomes = {o["name"]: o["error"] for o in vllm_server.vllm_server_outcomes(decided, started, launched, probes)}
-    assert outcomes["a"] is None and outcomes["b"] == "not ready after 5s"
-    assert outcomes["c"] == "docker: port is already allocated"
-    assert "did not finish within the wait limit" in outcomes["d"]
-    assert "e" not in outcomes, "a container that could not be set aside was reported when it was put back"
+    outcomes = {o["name"]: o for o in vllm_server.vllm_server_outcomes(started, launched, probes)}
+    assert outcomes["a"]["error"] is None and outcomes["b"]["error"] == "not ready after 5s"
+    assert outcomes["c"]["error"].endswith("port is already allocated")
+    assert "did not finish within the wait limit" in outcomes["d"]["error"]
+    assert outcomes["e"]["action"] == "failed" and outcomes["a"]["set_aside"] is True
 
 
 def test_a_probe_that_could_not_be_launched_is_no_success():
-    decided = [dict(name="a", port=8000, action="replace", previous_exists=True)]
-    launched = {"results": [{"vllm_server_instance": decided[0], "failed": False, "msg": "async_wrapper: fork failed"}]}
-    (outcome,) = vllm_server.vllm_server_outcomes(decided, {"results": []}, launched, {"skipped": True})
+    started = applied(("a", "replace", True, None))
+    instance = started["results"][0]["vllm_server_instance"]
+    launched = {"results": [{"vllm_server_instance": instance, "failed": False, "msg": "async_wrapper: fork failed"}]}
+    (outcome,) = vllm_server.vllm_server_outcomes(started, launched, {"skipped": True})
     assert outcome["error"] == "async_wrapper: fork failed"
     # In check mode the launch is the probe itself, run in place: no message means it serves.
-    launched = {"results": [{"vllm_server_instance": decided[0], "failed": False, "models": ["m"]}]}
-    (outcome,) = vllm_server.vllm_server_outcomes(decided, {"skipped": True}, launched, {"skipped": True})
+    launched = {"results": [{"vllm_server_instance": instance, "failed": False, "models": ["m"]}]}
+    (outcome,) = vllm_server.vllm_server_outcomes(started, launched, {"skipped": True})
     assert outcome["error"] is None
+
+
+def test_each_failure_says_what_serves_instead():
+    outcomes = vllm_server.vllm_server_outcomes(applied(
+        ("kept", "keep", False, "not ready"), ("untouched", "failed", False, "the daemon is busy"),
+        ("new", "replace", False, "no such image"), ("back", "replace", True, "dtype bfloat16"),
+        ("broken", "replace", True, "max_model_len"), ("fine", "replace", True, None)))
+    by_name = {outcome["name"]: outcome for outcome in outcomes}
+    finished = {"results": [{"vllm_server_instance": by_name[name], "restored": restored}
+                            for name, restored in (("new", False), ("back", True), ("broken", True))]
+                + [{"vllm_server_instance": by_name["fine"], "changed": True}]}
+    restored = {"results": [{"vllm_server_instance": by_name["back"], "models": ["m"]},
+                            {"vllm_server_instance": by_name["broken"], "msg": "exited: No such file or directory"}]}
+    failures = vllm_server.vllm_server_failures(outcomes, finished, restored, "npu-a")
+    assert failures == [
+        "kept on npu-a does not serve: not ready",
+        "untouched on npu-a did not start: the daemon is busy ---- The serving container was not touched.",
+        "new on npu-a did not start: no such image ---- There was no previous container to restore.",
+        "back on npu-a did not start: dtype bfloat16 ---- The previous container is serving again.",
+        "broken on npu-a did not start: max_model_len ---- The previous container was put back but does not serve: "
+        "exited: No such file or directory"]
+    assert vllm_server.vllm_server_failures(outcomes, {"skipped": True}, {"skipped": True}, "h")[2].endswith(
+        "There was no previous container to restore.")

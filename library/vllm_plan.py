@@ -1,0 +1,142 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Ansible module vllm_plan: a host's serving plan, checked against the host, recorded, and made true of it."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_plan
+short_description: Check that a host can take its serving plan, record the plan, remove the instances it dropped
+description:
+  - Refuses, before it changes anything, a host whose instances would all fail at start - a mount source in
+    O(required_paths) that does not exist (Docker would mount an empty folder), or a running container not of
+    this collection that maps a planned chip (a chip opens in one container only - drvRet=87, resources are busy).
+  - Completes the plan with where each instance's files are (C(script), C(env_file) in O(config_dir)) and its
+    C(container), and writes it to O(path) (JSON, whole or not at all), before any instance starts - the
+    benchmark, the gateway, the verify suite and teardown read what this run meant to serve.
+  - Creates O(config_dir) (0750), O(cache_dir) (0700) and the host's secret O(salt_file) (0600), which salts the
+    API key in the instances' config-hash labels.
+  - Removes the containers (and C(<name>-previous)) and files of this host's instances that the plan no longer
+    has (its containers are those labelled C(<label_prefix>.host=<plan's host>)).
+version_added: "1.0.0"
+author:
+  - ascend-vllm-fleet contributors (!UNKNOWN)
+options:
+  plan:
+    description: The host's serving plan, as the vllm_server_plan filter makes it (host, instances, their devices).
+    type: dict
+    required: true
+  path:
+    description: Where the plan is recorded.
+    type: path
+    required: true
+  config_dir:
+    description: The folder of the instances' scripts and env files.
+    type: path
+    required: true
+  cache_dir:
+    description: The containers' cache folder.
+    type: path
+    required: true
+  salt_file:
+    description: The host's secret for the config-hash labels; made once, never replaced.
+    type: path
+    required: true
+  required_paths:
+    description: Host paths every container mounts, each with the variable that sets it.
+    type: dict
+    default: {}
+  label_prefix:
+    description: The namespace of the collection's container labels.
+    type: str
+    default: ascend-vllm-fleet
+  docker:
+    description: The Docker CLI to run.
+    type: str
+    default: docker
+attributes:
+  check_mode:
+    description: Checks the host and returns the completed plan; writes and removes nothing.
+    support: full
+  diff_mode:
+    description: The plan's text before and after.
+    support: full
+  platform:
+    description: Target OS families it runs on.
+    support: full
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Record the plan and remove the instances it no longer has
+  vllm_plan:
+    plan: "{{ vllm_server_plan }}"
+    path: /etc/vllm-ascend/plan.json
+    config_dir: /etc/vllm-ascend
+    cache_dir: /var/cache/vllm-ascend
+    salt_file: /etc/vllm-ascend/.config-hash-salt
+    required_paths: {/usr/local/dcmi: fleet_dcmi_dir, /data/models/Qwen3-VL-8B-Instruct: fleet_model_dir}
+  register: recorded
+"""
+
+RETURN = r"""
+plan:
+  description: The plan as recorded, each instance with C(container), C(script) and C(env_file).
+  returned: success
+  type: dict
+removed:
+  description: The instances no longer planned whose containers and files were removed (in check mode, would be).
+  returned: success
+  type: list
+  elements: str
+  sample: [vllm-ascend-npu4]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.docker_cli import DockerUnavailable
+from ansible.module_utils.option_checks import unexpected_failure
+from ansible.module_utils.serving_plan import complete, plan_text, record, refusals
+from ansible.module_utils.vllm_instance import DockerError, read_text
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            plan=dict(type="dict", required=True),
+            path=dict(type="path", required=True),
+            config_dir=dict(type="path", required=True),
+            cache_dir=dict(type="path", required=True),
+            salt_file=dict(type="path", required=True, no_log=False),
+            required_paths=dict(type="dict", default={}),
+            label_prefix=dict(type="str", default="ascend-vllm-fleet"),
+            docker=dict(type="str", default="docker"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        refused = refusals(params["plan"], params["required_paths"], params["docker"], params["label_prefix"])
+        if refused:
+            module.fail_json(msg=" ==== ".join(refused))
+        plan = complete(params["plan"], params["config_dir"])
+        before = read_text(params["path"])
+        changed, removed = record(plan, params["path"], params["config_dir"], params["cache_dir"],
+                                  params["salt_file"], params["docker"], params["label_prefix"], module.check_mode)
+    except (DockerError, DockerUnavailable) as error:
+        module.fail_json(msg="recording the serving plan of %s: %s" % (params["plan"].get("host"), error))
+    except Exception as error:  # anything unforeseen still says what was being done, not a traceback
+        module.fail_json(msg=unexpected_failure("recording the serving plan in %s" % params["path"], error))
+    result = dict(changed=changed, plan=plan, removed=removed)
+    if module._diff:
+        result["diff"] = dict(before=before, after=plan_text(plan),
+                              before_header=params["path"], after_header=params["path"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, ascend-vllm-fleet contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What holds a host's NPU device nodes: processes with one open, containers that map one, and the one rule for
+which device node is a chip.
+
+Used by the npu_holders module (the driver role), and by vllm_instance, which refuses to start an instance while a
+container of another owner maps its chips (a chip opens in one container only: drvRet=87, resources are busy).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+
+from ansible.module_utils.docker_cli import DockerUnavailable, run_docker
+
+# Every node the driver makes for the NPUs: one per chip (davinci<N>) and the manager (davinci_manager).
+NODE = re.compile(r"^davinci(\d+|_manager)$")
+# A chip's own node, as a path: what an instance maps, one per chip.
+CHIP_NODE = re.compile(r"/davinci\d+$")
+# A container's processes name its full ID in their cgroup path (cgroup v1 and v2, with or without systemd).
+CONTAINER_ID = re.compile(r"([0-9a-f]{64})")
+
+
+def is_chip_node(path):
+    """/dev/davinci3 is a chip's node; /dev/davinci_manager and other paths are not."""
+    return CHIP_NODE.search(path) is not None
+
+
+def is_npu_node(path, dev_dir):
+    folder, name = os.path.split(path)
+    return os.path.normpath(folder) == os.path.normpath(dev_dir) and NODE.match(name) is not None
+
+
+def container_of(pid):
+    try:
+        with open("/proc/%d/cgroup" % pid) as handle:
+            found = CONTAINER_ID.findall(handle.read())
+    except OSError:
+        return None
+    return found[-1] if found else None
+
+
+def processes(dev_dir):
+    """Every process with a node open; processes that end or hide their fds while being read are skipped."""
+    found = []
+    for entry in sorted(os.listdir("/proc")):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            fds = os.listdir("/proc/%d/fd" % pid)
+        except OSError:
+            continue
+        devices = set()
+        for fd in fds:
+            try:
+                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if is_npu_node(target, dev_dir):
+                devices.add(target)
+        if devices:
+            try:
+                with open("/proc/%d/comm" % pid) as handle:
+                    name = handle.read().strip()
+            except OSError:
+                name = "?"
+            found.append(dict(pid=pid, name=name, devices=sorted(devices), container_id=container_of(pid)))
+    return found
+
+
+def containers(docker, dev_dir, runner=run_docker):
+    """(running containers mapping a node or privileged, whether the engine answered)."""
+    try:
+        code, out, _err = runner(docker, "ps", "--quiet", "--no-trunc", timeout=60)
+    except DockerUnavailable:
+        return [], False
+    if code != 0:
+        return [], False
+    ids = out.split()
+    if not ids:
+        return [], True
+    code, out, err = runner(docker, "container", "inspect", "--", *ids, timeout=60)
+    if code != 0:
+        # A container that stopped between the two calls makes inspect fail for all; read them one by one.
+        details = []
+        for container_id in ids:
+            code, out, err = runner(docker, "container", "inspect", "--", container_id, timeout=60)
+            if code == 0:
+                details.extend(json.loads(out))
+    else:
+        details = json.loads(out)
+    found = []
+    for detail in details:
+        host_config = detail.get("HostConfig") or {}
+        mapped = sorted(device.get("PathOnHost", "") for device in host_config.get("Devices") or []
+                        if is_npu_node(device.get("PathOnHost", ""), dev_dir))
+        if host_config.get("Privileged"):
+            mapped = ["all"]
+        if mapped:
+            found.append(dict(id=detail.get("Id"), name=(detail.get("Name") or "").lstrip("/"),
+                              image=(detail.get("Config") or {}).get("Image"), devices=mapped,
+                              labels=(detail.get("Config") or {}).get("Labels") or {}))
+    return found, True
+
+
+def foreign_holders(docker, devices, label_prefix, runner=run_docker):
+    """Running containers not of this collection that map any of devices, each as a sentence. A privileged
+    container sees every chip but is not named: most (monitoring agents) open none."""
+    listed, _available = containers(docker, "/dev", runner)
+    found = []
+    for container in listed:
+        if (container["labels"] or {}).get(label_prefix + ".instance"):
+            continue  # ours: kept, replaced, or removed by the plan as no longer planned
+        held = sorted(set(devices) & set(container["devices"]))
+        if held:
+            found.append("container %s maps %s" % (container["name"], ", ".join(held)))
+    return found

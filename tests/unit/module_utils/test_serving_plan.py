@@ -1,0 +1,99 @@
+"""module_utils/serving_plan.py: the host checked against its plan before anything changes, the plan completed
+and recorded whole, and the instances it no longer has removed (Docker: tests/fake_docker.py)."""
+import json
+import stat
+
+import pytest
+from fake_docker import FakeDocker
+
+from ascend_vllm_fleet.host_code import load_module_util
+
+serving_plan = load_module_util("serving_plan")
+vllm_instance = load_module_util("vllm_instance")
+PREFIX = "ascend-vllm-fleet"
+
+
+def plan(*instances):
+    return {"format": 1, "host": "npu-a", "image": "img", "instances": [
+        {"name": name, "port": 8000 + index, "devices": devices} for index, (name, devices) in enumerate(instances)]}
+
+
+def test_containers_of_other_owners_holding_planned_chips_are_named():
+    docker = FakeDocker()
+    docker.add("vllm-ascend-old", {PREFIX + ".instance": "vllm-ascend-old", PREFIX + ".host": "npu-a"},
+               ["/dev/davinci0"])
+    docker.add("llm-test", {}, ["/dev/davinci3", "/dev/davinci1", "/dev/davinci_manager"])
+    docker.add("web")
+    docker.add("debug", privileged=True)  # sees every chip, opens none: not named
+    docker.add("stopped", {}, ["/dev/davinci0"], running=False)
+    refused = serving_plan.refusals(plan(("a", ["/dev/davinci0", "/dev/davinci1"]), ("b", ["/dev/davinci3"])),
+                                    {}, "docker", PREFIX, runner=docker)
+    (sentence,) = refused
+    assert "held by containers not deployed here by this collection: container llm-test maps /dev/davinci1, " \
+           "/dev/davinci3." in sentence and "drvRet=87" in sentence and "Fix:" in sentence
+
+
+def test_missing_mount_sources_are_named_with_their_variable(tmp_path):
+    present = tmp_path / "driver"
+    present.mkdir()
+    refused = serving_plan.refusals(plan(("a", ["/dev/davinci0"])), {
+        str(tmp_path / "dcmi-gone"): "fleet_dcmi_dir", str(present): "fleet_driver_home",
+        str(tmp_path / "m"): "fleet_model_dir"}, "docker", PREFIX, runner=FakeDocker())
+    (sentence,) = refused
+    assert "npu-a lacks what every vLLM container mounts: %s (set by fleet_dcmi_dir); %s (set by fleet_model_dir)." % (
+        tmp_path / "dcmi-gone", tmp_path / "m") in sentence
+    assert "driver" not in sentence.split("Fix:")[0].replace("the Ascend driver", "")
+
+
+@pytest.fixture
+def folders(tmp_path):
+    return {"config_dir": str(tmp_path / "etc"), "cache_dir": str(tmp_path / "cache"),
+            "salt_file": str(tmp_path / "etc" / ".config-hash-salt"), "path": str(tmp_path / "etc" / "plan.json")}
+
+
+def record(recorded, folders, docker, check_mode=False):
+    return serving_plan.record(recorded, folders["path"], folders["config_dir"], folders["cache_dir"],
+                               folders["salt_file"], "docker", PREFIX, check_mode, runner=docker)
+
+
+def test_the_plan_is_recorded_with_each_instances_files_and_the_host_made_ready(tmp_path, folders):
+    completed = serving_plan.complete(plan(("a", ["/dev/davinci0"])), folders["config_dir"])
+    assert completed["instances"][0]["script"] == folders["config_dir"] + "/a.sh"
+    assert completed["instances"][0]["env_file"] == folders["config_dir"] + "/a.env"
+    assert completed["instances"][0]["container"] == "a"
+    docker = FakeDocker()
+    assert record(completed, folders, docker, check_mode=True) == (True, [])
+    assert not (tmp_path / "etc").exists(), "check mode writes nothing"
+    assert record(completed, folders, docker) == (True, [])
+    assert json.loads((tmp_path / "etc" / "plan.json").read_text()) == completed
+    assert stat.S_IMODE((tmp_path / "etc").stat().st_mode) == 0o750
+    assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) == 0o700
+    salt = (tmp_path / "etc" / ".config-hash-salt").read_text()
+    assert len(salt) == 32 and stat.S_IMODE((tmp_path / "etc" / ".config-hash-salt").stat().st_mode) == 0o600
+    assert record(completed, folders, docker) == (False, []), "a second run changes nothing"
+    assert (tmp_path / "etc" / ".config-hash-salt").read_text() == salt, "the salt is made once"
+
+
+def test_instances_no_longer_planned_go_with_their_files_and_a_planned_ones_set_aside_stays(tmp_path, folders):
+    docker = FakeDocker()
+    labels = {PREFIX + ".host": "npu-a"}
+    for name in ("a", "a-previous", "a-npu1", "a-npu2-previous"):
+        docker.add(name, dict(labels, **{PREFIX + ".instance": name}))
+    docker.add("other-host", {PREFIX + ".host": "npu-b", PREFIX + ".instance": "x"})
+    docker.add("theirs")
+    (tmp_path / "etc").mkdir()
+    for stale in ("a-npu1.sh", "a-npu1.env", "a-npu1.sh.previous", "a-npu2.env.previous"):
+        (tmp_path / "etc" / stale).write_text("x")
+    completed = serving_plan.complete(plan(("a", ["/dev/davinci0"])), folders["config_dir"])
+    assert record(completed, folders, docker, check_mode=True) == (True, ["a-npu1", "a-npu2"])
+    assert len(docker.containers) == 6
+    assert record(completed, folders, docker) == (True, ["a-npu1", "a-npu2"])
+    assert sorted(docker.containers) == ["a", "a-previous", "other-host", "theirs"]
+    assert sorted(path.name for path in (tmp_path / "etc").iterdir()) == [".config-hash-salt", "plan.json"]
+
+
+def test_a_docker_that_fails_to_list_is_named(folders):
+    docker = FakeDocker()
+    docker.fail["ps"] = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock\n"
+    with pytest.raises(vllm_instance.DockerError, match="docker ps.*Cannot connect"):
+        record(serving_plan.complete(plan(("a", [])), folders["config_dir"]), folders, docker)
