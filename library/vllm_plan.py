@@ -86,9 +86,70 @@ EXAMPLES = r"""
 
 RETURN = r"""
 plan:
-  description: The plan as recorded, each instance with C(container), C(script) and C(env_file).
+  description: The plan as recorded in O(path), the one description of its fields (vllm_plan_info reads it back).
   returned: success
   type: dict
+  contains:
+    format:
+      description: The layout of the record; readers refuse another.
+      type: int
+      sample: 1
+    host:
+      description: The inventory name of the host it is the plan of.
+      type: str
+    layout:
+      description: C(single) (one instance with every chip) or C(per_card) (one per card).
+      type: str
+    image:
+      description: The image every instance runs.
+      type: str
+    served_name:
+      description: The model name the instances serve.
+      type: str
+    excluded_npu_ids:
+      description: Cards left out as unhealthy.
+      type: list
+      elements: int
+    manager_devices:
+      description: The driver's manager device nodes every instance maps.
+      type: list
+      elements: str
+    instances:
+      description: What each instance maps and serves.
+      type: list
+      elements: dict
+      contains:
+        name:
+          description: The instance's name.
+          type: str
+        container:
+          description: Its container's name.
+          type: str
+        port:
+          description: The host port it serves on.
+          type: int
+        npu_ids:
+          description: The cards it holds chips of.
+          type: list
+          elements: int
+        devices:
+          description: Its chips' device nodes (C(/dev/davinci<physical id>)).
+          type: list
+          elements: str
+        logic_ids:
+          description: Its chips' logic ids (what C(ASCEND_RT_VISIBLE_DEVICES) names).
+          type: list
+          elements: int
+        cpus:
+          description: The CPUs it is confined to, or null.
+          type: list
+          elements: int
+        script:
+          description: Its C(docker run) script.
+          type: str
+        env_file:
+          description: Its root-only env file with the API key (absent without a key).
+          type: str
 removed:
   description: The instances no longer planned whose containers and files were removed (in check mode, would be).
   returned: success

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A host's serving plan as its contract: checked against the host before anything changes, completed with where
 each instance's files are, recorded, and made true of the host's containers (instances it no longer has are
-removed). The vllm_plan module runs it; vllm_instance then owns each instance the plan names.
+removed); and read back, checked, by everything that serves from it. The vllm_plan module writes it (its RETURN
+documents the fields), vllm_plan_info reads it for the gateway, the benchmark, teardown and the verify suite.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,17 +28,59 @@ from ansible.module_utils.vllm_instance import (
 )
 
 SALT_CHARACTERS = string.ascii_letters + string.digits
+# The layout of the plan file: a reader refuses another, so that no field is read with another meaning.
+PLAN_FORMAT = 1
+FIX_DEPLOY = "Fix: deploy the host again (ansible-playbook site.yml --tags server --limit %s), which rewrites it"
 
 
-class HostRefused(Exception):
-    """The host cannot take the plan; the message says what is missing or in the way, and the fix."""
+class PlanError(Exception):
+    """A plan file that is not one vllm_plan wrote for this host; the message names it, what is wrong and the fix."""
 
 
 def complete(plan, config_dir):
-    """The plan with each instance's container, script and env file."""
+    """The plan as recorded: its format, and each instance's container, script and env file."""
     instances = [dict(instance, container=instance["name"], **instance_files(config_dir, instance["name"]))
                  for instance in plan["instances"]]
-    return dict(plan, instances=instances)
+    return dict(plan, format=PLAN_FORMAT, instances=instances)
+
+
+def check(plan, host, path):
+    """The plan, once it is one vllm_plan wrote for host, with instances on usable ports; PlanError otherwise."""
+    where = "serving plan of %s (%s)" % (host, path)
+    if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
+        found = plan.get("format") if isinstance(plan, dict) else type(plan).__name__
+        raise PlanError("%s: format %s, expected %d. %s" % (where, json.dumps(found), PLAN_FORMAT, FIX_DEPLOY % host))
+    if plan.get("host") != host:
+        raise PlanError("%s: it is the plan of %s, not of %s (a copied file?). %s" % (
+            where, json.dumps(plan.get("host")), host, FIX_DEPLOY % host))
+    instances = plan.get("instances")
+    if not isinstance(instances, list) or not instances:
+        raise PlanError("%s: no instances. %s" % (where, FIX_DEPLOY % host))
+    for instance in instances:
+        port = instance.get("port") if isinstance(instance, dict) else None
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+            raise PlanError("%s: instance %s has port %s, expected a number from 1 to 65535. %s" % (
+                where, json.dumps(instance.get("name") if isinstance(instance, dict) else instance),
+                json.dumps(port), FIX_DEPLOY % host))
+    return plan
+
+
+def read(path, host):
+    """The checked plan recorded at path for host, or None when there is no file (the host is not deployed yet)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise PlanError("serving plan of %s: could not read it (%s). Fix: check that the connection to %s may "
+                        "read %s (become)" % (host, error, host, path)) from None
+    try:
+        plan = json.loads(data.decode("utf-8"))
+    except ValueError as error:  # UnicodeDecodeError is one
+        raise PlanError("serving plan of %s: %s is not JSON (%s). %s" % (
+            host, path, error, FIX_DEPLOY % host)) from None
+    return check(plan, host, path)
 
 
 def plan_text(plan):
@@ -93,7 +136,7 @@ def record(plan, path, config_dir, cache_dir, salt_file, docker, label_prefix, c
     if not os.path.exists(salt_file):
         changed = True
         if not check_mode:
-            write_atomically(salt_file, "".join(secrets.choice(SALT_CHARACTERS) for _ in range(32)), 0o600)
+            write_atomically(salt_file, "".join(secrets.choice(SALT_CHARACTERS) for position in range(32)), 0o600)
     stale = stale_instances(plan, docker, label_prefix, runner)
     for name in stale:
         files = instance_files(config_dir, name)

@@ -1,7 +1,9 @@
-"""Hand-made npu_facts results (host) and the serving plans roles/vllm_server's filter makes of them (plan), for
-the tests of that role and of the gateway, which serves what the plans name; vllm_server is that filter plugin."""
+"""Hand-made npu_facts results (host), the serving plans roles/vllm_server's filter makes of them (plan) and the
+plan files vllm_plan records of those (recorded), for the tests of that role and of the gateway, which serves what
+the plans name; vllm_server is that filter plugin."""
 import sys
 
+from ascend_vllm_fleet.host_code import load_module_util
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "roles/vllm_server/filter_plugins"))
@@ -30,3 +32,9 @@ def plan(ascend, layout="single", name="vllm-ascend", port=8000, tensor_parallel
     return vllm_server.vllm_server_plan(ascend, dict(
         PLAN_SETTINGS, layout=layout, container_name=name, port=str(port),
         tensor_parallel_size=str(tensor_parallel_size), cpu_binding=cpu_binding))
+
+
+def recorded(ascend, host_name, layout="single", **plan_args):
+    """The plan file vllm_plan writes on host_name for these facts."""
+    return load_module_util("serving_plan").complete(dict(plan(ascend, layout, **plan_args), host=host_name),
+                                                     "/etc/vllm-ascend")

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from fake_vllm import serving
 from module_runs import run_module
-from serving_plans import host, plan
+from serving_plans import host, recorded
 
 from conftest import REPO, free_port, load_library_module, run_playbook
 
@@ -105,8 +105,7 @@ def rendered(tmp_path_factory):
         settings = {"socket": str(folder / "admin.sock"), "port": free_port(), "prometheus_port": free_port(),
                     "instance_port": int(url.rsplit(":", 1)[1]), "folder": folder}
         for name, port in (("npu-a", settings["instance_port"]), ("npu-b", free_port())):
-            recorded = dict(plan(host(), "single", port=port), host=name)
-            (folder / (name + ".json")).write_text(json.dumps(recorded))
+            (folder / (name + ".json")).write_text(json.dumps(recorded(host(), name, port=port)))
         local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
         inventory = {"all": {"vars": local, "children": {
             "gateway": {"hosts": {"gw": {}}},

@@ -22,7 +22,7 @@ def host(tmp_path):
     """A deployed host's files under tmp_path: plan, rendered script, env file, salt and model folder."""
     config = tmp_path / "etc"
     config.mkdir()
-    (config / "plan.json").write_text(json.dumps({"format": 1, "image": IMAGE, "instances": [
+    (config / "plan.json").write_text(json.dumps({"format": 1, "host": "localhost", "image": IMAGE, "instances": [
         {"name": "vllm-ascend", "port": 8000}]}))
     for name in ("vllm-ascend.sh", "vllm-ascend.env", ".config-hash-salt"):
         (config / name).write_text("x\n")

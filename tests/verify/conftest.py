@@ -16,8 +16,6 @@ from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "roles/vllm_server/filter_plugins"))
-from vllm_server import PLAN_FORMAT  # noqa: E402  (the plan file's layout the server role writes)
 
 # Roles whose defaults decide what a host runs, in the order the playbooks apply them.
 ROLES = ("fleet", "ascend_preflight", "docker_runtime", "vllm_image", "model_weights", "vllm_server")
@@ -65,13 +63,12 @@ class Deployment:
         return " ".join("%s=%s" % (option, json.dumps(str(self.setting("fleet_" + option)))) for option in options)
 
     def read_plan(self):
-        plan_file = self.host.file(self.setting("fleet_plan_file"))
-        assert plan_file.exists, "%s: no serving plan at %s: deploy first (ansible-playbook site.yml)" % (
-            self.name, plan_file.path)
-        plan = json.loads(plan_file.content_string)
-        assert plan.get("format") == PLAN_FORMAT, "%s: %s has plan format %s, this suite reads %s" % (
-            self.name, plan_file.path, plan.get("format"), PLAN_FORMAT)
-        return plan
+        """The plan as the deploy recorded it, read and checked on the host by the roles' own reader."""
+        path = self.setting("fleet_plan_file")
+        read = self.host.ansible("vllm_plan_info", "path=%s host=%s" % (json.dumps(path), json.dumps(self.name)))
+        assert read["plan"] is not None, "%s: no serving plan at %s: deploy first (ansible-playbook site.yml)" % (
+            self.name, path)
+        return read["plan"]
 
     def instances(self):
         return self.plan["instances"]

@@ -18,8 +18,6 @@ CONTAINER_PATHS = {
     "install_info": "/etc/ascend_install.info",
     "cache": "/root/.cache",
 }
-# Written into the plan file: readers check it before trusting the layout of the record.
-PLAN_FORMAT = 1
 # Docker's own rule for container names; per_card appends -npu<ID> to it.
 CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$")
 # A registry reference: [host[:port]/]path[:tag][@sha256:digest], path components in lower case (the grammar
@@ -146,7 +144,7 @@ def vllm_server_plan(ascend, settings):
         raise AnsibleFilterError("the plan of %s maps a chip twice (%s): the facts give two chips one device node. "
                                  "Fix: run preflight and check `npu-smi info -t phyid-remap`" % (
                                      settings["host"], ", ".join(twice)))
-    return {"format": PLAN_FORMAT, "host": settings["host"], "layout": layout, "image": settings["image"],
+    return {"host": settings["host"], "layout": layout, "image": settings["image"],
             "served_name": settings["served_name"], "excluded_npu_ids": sorted(ascend["unhealthy_npu_ids"]),
             "manager_devices": sorted(ascend["manager_devices"]), "instances": instances}
 

@@ -23,6 +23,7 @@ UNFORESEEN = {
     "vllm_plan": ({"plan": {"host": "npu-a", "instances": []}, "path": "/tmp/plan.json", "config_dir": "/tmp/etc",
                    "cache_dir": "/tmp/cache", "salt_file": "/tmp/etc/salt"}, "refusals",
                   "recording the serving plan in /tmp/plan.json"),
+    "vllm_plan_info": ({"path": "/tmp/plan.json", "host": "npu-a"}, "read", "reading the serving plan /tmp/plan.json"),
     "haproxy_server": ({"backend": "vllm_instances", "server": "npu-node-01:vllm-ascend", "state": "drain"}, "apply",
                        "setting vllm_instances/npu-node-01:vllm-ascend to drain through /run/haproxy/admin.sock"),
 }

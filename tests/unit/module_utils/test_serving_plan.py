@@ -97,3 +97,71 @@ def test_a_docker_that_fails_to_list_is_named(folders):
     docker.fail["ps"] = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock\n"
     with pytest.raises(vllm_instance.DockerError, match="docker ps.*Cannot connect"):
         record(serving_plan.complete(plan(("a", [])), folders["config_dir"]), folders, docker)
+
+
+# --- reading it back -----------------------------------------------------------------------------------------------
+
+def recorded_for(host_name, **changes):
+    recorded = serving_plan.complete(plan(("vllm-ascend", ["/dev/davinci0"])), "/etc/vllm-ascend")
+    recorded.update(host=host_name, **changes)
+    return recorded
+
+
+def test_a_recorded_plan_reads_back_as_written_and_a_missing_one_as_none(tmp_path):
+    path = tmp_path / "plan.json"
+    assert serving_plan.read(str(path), "npu-a") is None, "no plan file: the host is not deployed yet"
+    path.write_text(serving_plan.plan_text(recorded_for("npu-a")))
+    assert serving_plan.read(str(path), "npu-a") == recorded_for("npu-a")
+
+
+@pytest.mark.parametrize("recorded,expected", [
+    (recorded_for("npu-node-02", format=2), "format 2, expected 1"),
+    ([1, 2], "format \"list\", expected 1"),
+    (recorded_for("npu-node-01"), "it is the plan of \"npu-node-01\", not of npu-node-02"),
+    (recorded_for("npu-node-02", instances=[]), "no instances"),
+    (recorded_for("npu-node-02", instances=[{"name": "vllm-ascend", "port": "8000"}]), "has port \"8000\""),
+    (recorded_for("npu-node-02", instances=[{"name": "vllm-ascend", "port": 70000}]), "has port 70000"),
+    (recorded_for("npu-node-02", instances=[{"name": "vllm-ascend", "port": True}]), "has port true"),
+])
+def test_a_plan_vllm_plan_did_not_write_for_the_host_is_refused(tmp_path, recorded, expected):
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(recorded))
+    with pytest.raises(serving_plan.PlanError) as refused:
+        serving_plan.read(str(path), "npu-node-02")
+    assert expected in str(refused.value) and str(path) in str(refused.value)
+    assert "--limit npu-node-02" in str(refused.value)
+
+
+@pytest.mark.parametrize("content,expected", [
+    (b"{not json", "is not JSON"),
+    (b"\xff\xfe", "is not JSON"),
+])
+def test_a_plan_file_that_is_no_json_is_refused_naming_the_host(tmp_path, content, expected):
+    path = tmp_path / "plan.json"
+    path.write_bytes(content)
+    with pytest.raises(serving_plan.PlanError) as refused:
+        serving_plan.read(str(path), "npu-node-02")
+    assert "serving plan of npu-node-02" in str(refused.value) and expected in str(refused.value)
+
+
+def test_a_plan_file_that_cannot_be_read_names_the_host_and_the_fix(tmp_path):
+    path = tmp_path / "plan.json"
+    path.mkdir()  # reading a folder fails as a file the connection may not read does
+    with pytest.raises(serving_plan.PlanError) as refused:
+        serving_plan.read(str(path), "npu-node-02")
+    assert "serving plan of npu-node-02: could not read it" in str(refused.value) and "Fix:" in str(refused.value)
+
+
+def test_the_recorded_fields_are_the_ones_vllm_plan_documents():
+    """The plan's one description is vllm_plan's RETURN: a field written but not documented, or documented but
+    not written, fails here."""
+    import yaml
+
+    from conftest import load_library_module
+
+    documented = yaml.safe_load(load_library_module("vllm_plan").RETURN)["plan"]["contains"]
+    from serving_plans import host
+    from serving_plans import plan as planned
+    recorded = serving_plan.complete(planned(host(), "per_card"), "/etc/vllm-ascend")
+    assert sorted(recorded) == sorted(documented)
+    assert sorted(recorded["instances"][0]) == sorted(documented["instances"]["contains"])

@@ -3,6 +3,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from serving_plans import MANAGERS, PLAN_SETTINGS, host, plan, vllm_server
 
+from ascend_vllm_fleet.host_code import load_module_util
+
 # The role's settings for the docker run (vars/main.yml), with the role's defaults and no environment.
 RUN_SETTINGS = {"docker_bin": "docker", "label_prefix": "site", "restart_policy": "always", "shm_size": "10g",
                 "privileged": False, "dcmi_dir": "/usr/local/dcmi", "npu_smi": "/usr/local/bin/npu-smi",
@@ -15,14 +17,16 @@ RUN_SETTINGS = {"docker_bin": "docker", "label_prefix": "site", "restart_policy"
 
 
 def test_single_maps_every_chip_on_the_base_port_and_records_what_it_serves():
-    recorded = plan(host())
+    # As vllm_plan records it on the host: the format, and each instance's container and files.
+    recorded = load_module_util("serving_plan").complete(plan(host()), "/etc/vllm-ascend")
     assert recorded == {
         "format": 1, "host": "npu-node-01", "layout": "single",
         "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p", "served_name": "Qwen3-VL-8B-Instruct",
         "excluded_npu_ids": [], "manager_devices": MANAGERS,
         "instances": [{"name": "vllm-ascend", "port": 8000, "npu_ids": [1, 2, 4, 5],
                        "devices": ["/dev/davinci%d" % n for n in range(8)], "logic_ids": list(range(8)),
-                       "cpus": None}]}
+                       "cpus": None, "container": "vllm-ascend", "script": "/etc/vllm-ascend/vllm-ascend.sh",
+                       "env_file": "/etc/vllm-ascend/vllm-ascend.env"}]}
 
 
 def test_per_card_gives_each_card_its_two_chips_and_the_next_port():
