@@ -23,14 +23,27 @@ description:
     API key in the instances' config-hash labels.
   - Removes the containers (and C(<name>-previous)) and files of this host's instances that the plan no longer
     has (its containers are those labelled C(<label_prefix>.host=<plan's host>)).
+  - With O(state=absent), takes away everything the deploy made - every instance the recorded plan names or a
+    label finds, with its files, the plan, the salt, and O(config_dir) when nothing else is in it. The recorded
+    plan is read and checked first (as vllm_plan_info does), so a plan that is not this host's stops it before
+    anything is removed.
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
 options:
+  state:
+    description: V(present) records the plan; V(absent) removes what the deploy made.
+    type: str
+    choices: [present, absent]
+    default: present
   plan:
-    description: The host's serving plan, as the vllm_server_plan filter makes it (host, instances, their devices).
+    description:
+      - The host's serving plan, as the vllm_server_plan filter makes it (host, instances, their devices).
+      - Required with O(state=present).
     type: dict
-    required: true
+  host:
+    description: With O(state=absent), the inventory name of the host (its containers' label, its plan's host).
+    type: str
   path:
     description: Where the plan is recorded.
     type: path
@@ -40,9 +53,8 @@ options:
     type: path
     required: true
   cache_dir:
-    description: The containers' cache folder.
+    description: The containers' cache folder. Required with O(state=present).
     type: path
-    required: true
   salt_file:
     description: The host's secret for the config-hash labels; made once, never replaced.
     type: path
@@ -82,12 +94,20 @@ EXAMPLES = r"""
     salt_file: /etc/vllm-ascend/.config-hash-salt
     required_paths: {/usr/local/dcmi: fleet_dcmi_dir, /data/models/Qwen3-VL-8B-Instruct: fleet_model_dir}
   register: recorded
+
+- name: Remove every instance, its files, the plan and the salt
+  vllm_plan:
+    state: absent
+    host: "{{ inventory_hostname }}"
+    path: /etc/vllm-ascend/plan.json
+    config_dir: /etc/vllm-ascend
+    salt_file: /etc/vllm-ascend/.config-hash-salt
 """
 
 RETURN = r"""
 plan:
   description: The plan as recorded in O(path), the one description of its fields (vllm_plan_info reads it back).
-  returned: success
+  returned: success; with O(state=absent), the plan that was recorded, or null
   type: dict
   contains:
     format:
@@ -151,7 +171,9 @@ plan:
           description: Its root-only env file with the API key (absent without a key).
           type: str
 removed:
-  description: The instances no longer planned whose containers and files were removed (in check mode, would be).
+  description:
+    - The instances no longer planned whose containers and files were removed (in check mode, would be); with
+      O(state=absent), every instance removed.
   returned: success
   type: list
   elements: str
@@ -161,26 +183,34 @@ removed:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.docker_cli import DockerUnavailable
 from ansible.module_utils.option_checks import unexpected_failure
-from ansible.module_utils.serving_plan import complete, plan_text, record, refusals
+from ansible.module_utils.serving_plan import PlanError, complete, plan_text, record, refusals, remove_all
 from ansible.module_utils.vllm_instance import DockerError, read_text
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            plan=dict(type="dict", required=True),
+            state=dict(type="str", default="present", choices=["present", "absent"]),
+            plan=dict(type="dict"),
+            host=dict(type="str"),
             path=dict(type="path", required=True),
             config_dir=dict(type="path", required=True),
-            cache_dir=dict(type="path", required=True),
+            cache_dir=dict(type="path"),
             salt_file=dict(type="path", required=True, no_log=False),
             required_paths=dict(type="dict", default={}),
             label_prefix=dict(type="str", default="ascend-vllm-fleet"),
             docker=dict(type="str", default="docker"),
         ),
+        required_if=[("state", "present", ("plan", "cache_dir")), ("state", "absent", ("host",))],
         supports_check_mode=True,
     )
     params = module.params
+    host = params["host"] if params["state"] == "absent" else params["plan"].get("host")
     try:
+        if params["state"] == "absent":
+            changed, removed, plan = remove_all(params["path"], host, params["config_dir"], params["salt_file"],
+                                                params["docker"], params["label_prefix"], module.check_mode)
+            module.exit_json(changed=changed, removed=removed, plan=plan)
         refused = refusals(params["plan"], params["required_paths"], params["docker"], params["label_prefix"])
         if refused:
             module.fail_json(msg=" ==== ".join(refused))
@@ -188,10 +218,13 @@ def main():
         before = read_text(params["path"])
         changed, removed = record(plan, params["path"], params["config_dir"], params["cache_dir"],
                                   params["salt_file"], params["docker"], params["label_prefix"], module.check_mode)
+    except PlanError as error:
+        module.fail_json(msg="%s; nothing was removed" % error)
     except (DockerError, DockerUnavailable) as error:
-        module.fail_json(msg="recording the serving plan of %s: %s" % (params["plan"].get("host"), error))
+        module.fail_json(msg="serving plan of %s: %s" % (host, error))
     except Exception as error:  # anything unforeseen still says what was being done, not a traceback
-        module.fail_json(msg=unexpected_failure("recording the serving plan in %s" % params["path"], error))
+        module.fail_json(msg=unexpected_failure("%s the serving plan in %s" % (
+            "removing what was deployed by" if params["state"] == "absent" else "recording", params["path"]), error))
     result = dict(changed=changed, plan=plan, removed=removed)
     if module._diff:
         result["diff"] = dict(before=before, after=plan_text(plan),

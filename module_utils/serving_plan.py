@@ -110,17 +110,26 @@ def refusals(plan, required_paths, docker, label_prefix, runner=run_docker):
     return found
 
 
-def stale_instances(plan, docker, label_prefix, runner=run_docker):
-    """This host's containers of instances the plan no longer has. A planned instance's <name>-previous is the
-    last container that served it, left by an interrupted replacement: vllm_instance puts it back, so it stays."""
+def labelled_instances(host, docker, label_prefix, runner=run_docker):
+    """The instances this host's labelled containers belong to (<name>-previous belongs to <name>)."""
     code, out, err = runner(docker, "ps", "--all", "--format", "{{.Names}}", "--filter",
-                            "label=%s.host=%s" % (label_prefix, plan["host"]))
+                            "label=%s.host=%s" % (label_prefix, host))
     if code != 0:
         raise DockerError("`docker ps` failed: %s" % (err.strip() or "exit code %s" % code))
-    kept = set(name for instance in plan["instances"] for name in (instance["name"],
-                                                                   instance["name"] + ASIDE_CONTAINER))
-    names = sorted(set(out.split()) - kept)
-    return sorted(set(name[:-len(ASIDE_CONTAINER)] if name.endswith(ASIDE_CONTAINER) else name for name in names))
+    return set(name[:-len(ASIDE_CONTAINER)] if name.endswith(ASIDE_CONTAINER) else name for name in out.split())
+
+
+def stale_instances(plan, docker, label_prefix, runner=run_docker):
+    """This host's instances the plan no longer has. A planned instance's <name>-previous is the last container
+    that served it, left by an interrupted replacement: vllm_instance puts it back, so it stays."""
+    planned = set(instance["name"] for instance in plan["instances"])
+    return sorted(labelled_instances(plan["host"], docker, label_prefix, runner) - planned)
+
+
+def remove_instance(name, config_dir, docker, label_prefix, runner):
+    files = instance_files(config_dir, name)
+    return Instance(docker, name, files["script"], files["env_file"], [], "", "", "", label_prefix, [],
+                    runner=runner).remove()
 
 
 def record(plan, path, config_dir, cache_dir, salt_file, docker, label_prefix, check_mode, runner=run_docker):
@@ -139,13 +148,37 @@ def record(plan, path, config_dir, cache_dir, salt_file, docker, label_prefix, c
             write_atomically(salt_file, "".join(secrets.choice(SALT_CHARACTERS) for position in range(32)), 0o600)
     stale = stale_instances(plan, docker, label_prefix, runner)
     for name in stale:
-        files = instance_files(config_dir, name)
         if not check_mode:
-            Instance(docker, name, files["script"], files["env_file"], [], "", "", "", label_prefix, [],
-                     runner=runner).remove()
+            remove_instance(name, config_dir, docker, label_prefix, runner)
     text = plan_text(plan)
     if read_text(path, None) != text:
         changed = True
         if not check_mode:
             write_atomically(path, text, 0o644)
     return changed or bool(stale), stale
+
+
+def remove_all(path, host, config_dir, salt_file, docker, label_prefix, check_mode, runner=run_docker):
+    """Takes everything the deploy made on the host away: every instance the plan names or a label finds (a
+    container set aside by an interrupted replacement, one of a plan whose file is gone) with its files, the plan,
+    the salt, and the config folder if nothing else is in it (it may be shared with other tools). Reads the plan
+    first, so a plan that is not this host's stops it before anything is removed.
+    Returns (changed, the instances removed, the plan or None)."""
+    plan = read(path, host)
+    names = sorted(labelled_instances(host, docker, label_prefix, runner)
+                   | set(instance["name"] for instance in (plan or {}).get("instances", [])))
+    changed = False
+    for name in names:
+        if check_mode:
+            changed = True
+        else:
+            changed = remove_instance(name, config_dir, docker, label_prefix, runner) or changed
+    for leftover in (path, salt_file):
+        if os.path.lexists(leftover):
+            changed = True
+            if not check_mode:
+                os.unlink(leftover)
+    if not check_mode and os.path.isdir(config_dir) and not os.listdir(config_dir):
+        os.rmdir(config_dir)
+        changed = True
+    return changed, names, plan

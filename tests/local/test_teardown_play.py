@@ -14,6 +14,9 @@ with open(%r, "a") as log:
     log.write(json.dumps(sys.argv[1:]) + "\\n")
 if sys.argv[1] == "ps":
     print("vllm-ascend-previous")
+if sys.argv[1:3] == ["container", "inspect"]:  # both exist, stopped: the records vllm_instance reads
+    for name in sys.argv[sys.argv.index("--") + 1:]:
+        print(json.dumps({"name": "/" + name, "running": False, "labels": {}, "devices": []}))
 """
 
 
@@ -56,7 +59,7 @@ def test_the_documented_flags_remove_containers_image_and_model(host):
     run = teardown(host, "-e", "vllm_teardown_remove_image=true", "-e", "vllm_teardown_remove_model=true")
     assert run.rc == 0, run.stdout
     calls = docker_calls(host)
-    assert ["rm", "--force", "vllm-ascend"] in calls and ["rm", "--force", "vllm-ascend-previous"] in calls
+    assert ["rm", "--force", "--", "vllm-ascend"] in calls and ["rm", "--force", "--", "vllm-ascend-previous"] in calls
     assert ["rmi", IMAGE] in calls
     assert not (host / "models" / "Qwen3-VL-8B-Instruct").exists()
     assert not (host / "etc").exists()
@@ -66,7 +69,7 @@ def test_the_documented_flags_remove_containers_image_and_model(host):
 def test_without_flags_the_image_and_the_model_stay(host):
     run = teardown(host)
     assert run.rc == 0, run.stdout
-    assert ["rm", "--force", "vllm-ascend"] in docker_calls(host)
+    assert ["rm", "--force", "--", "vllm-ascend"] in docker_calls(host)
     assert not [call for call in docker_calls(host) if call[0] == "rmi"]
     assert (host / "models" / "Qwen3-VL-8B-Instruct" / "config.json").exists()
 

@@ -165,3 +165,37 @@ def test_the_recorded_fields_are_the_ones_vllm_plan_documents():
     recorded = serving_plan.complete(planned(host(), "per_card"), "/etc/vllm-ascend")
     assert sorted(recorded) == sorted(documented)
     assert sorted(recorded["instances"][0]) == sorted(documented["instances"]["contains"])
+
+
+def test_teardown_removes_what_the_plan_names_and_the_labels_find_and_nothing_else(tmp_path, folders):
+    docker = FakeDocker()
+    labels = {PREFIX + ".host": "npu-a"}
+    docker.add("a", dict(labels, **{PREFIX + ".instance": "a"}))
+    docker.add("b-previous", dict(labels, **{PREFIX + ".instance": "b"}))  # a plan whose file is gone
+    docker.add("theirs")
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "plan.json").write_text(serving_plan.plan_text(
+        serving_plan.complete(plan(("a", ["/dev/davinci0"])), folders["config_dir"])))
+    for name in (".config-hash-salt", "a.sh", "a.env", "b.sh.previous", "other-tool.conf"):
+        (etc / name).write_text("x")
+    removed = serving_plan.remove_all(folders["path"], "npu-a", folders["config_dir"], folders["salt_file"], "docker",
+                                      PREFIX, False, runner=docker)
+    assert removed[:2] == (True, ["a", "b"]) and removed[2]["image"] == "img"
+    assert sorted(docker.containers) == ["theirs"]
+    assert [path.name for path in etc.iterdir()] == ["other-tool.conf"], "the folder may be shared"
+    (etc / "other-tool.conf").unlink()
+    assert serving_plan.remove_all(folders["path"], "npu-a", folders["config_dir"], folders["salt_file"], "docker",
+                                   PREFIX, False, runner=docker) == (True, [], None)
+    assert not etc.exists(), "an empty config folder goes"
+
+
+def test_teardown_stops_before_removing_anything_at_a_plan_of_another_host(tmp_path, folders):
+    docker = FakeDocker()
+    docker.add("a", {PREFIX + ".host": "npu-a", PREFIX + ".instance": "a"})
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "plan.json").write_text(json.dumps(recorded_for("npu-z")))
+    with pytest.raises(serving_plan.PlanError, match="not of npu-a"):
+        serving_plan.remove_all(folders["path"], "npu-a", folders["config_dir"], folders["salt_file"], "docker",
+                                PREFIX, False, runner=docker)
+    assert sorted(docker.containers) == ["a"] and (tmp_path / "etc" / "plan.json").exists()
