@@ -425,6 +425,19 @@ ansible_facts:
           returned: always
           type: bool
           sample: true
+        device_numbering:
+          description:
+            - What the N of each chip's C(davinciN) is known to be - C(phy_id) (npu-smi mapped every node),
+              C(logic_id) (npu-smi cannot map them, but the nodes' numbers are the chips' logic ids, so
+              C(davinci<logic id>) is right), or C(unknown) (neither - each chip's C(device) is a guess, and a
+              container would get another chip or none; preflight fails the host).
+          returned: always
+          type: str
+          sample: phy_id
+        phyid_remap_error:
+          description: Why C(npu-smi info -t phyid-remap) could not map the nodes (the call and its output), or null.
+          returned: always
+          type: str
         devices:
           description: The C(davinciN) nodes found under C(dev_dir), in numeric order.
           returned: always
@@ -497,15 +510,14 @@ import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.npu_holders import container_of, davinci_number
 from ansible.module_utils.npu_smi import (
     MANAGER_DEVICES,
     card_health_problems,
-    davinci_number,
     dcmi_cause,
     dcmi_failure,
     expand_cpu_list,
     parse_board,
-    parse_container_id,
     parse_cpu_model,
     parse_list,
     parse_mapping,
@@ -549,10 +561,6 @@ ONLINE_CPUS = "/sys/devices/system/cpu/online"
 def cpu_model():
     return parse_cpu_model(read_text("/proc/cpuinfo") or "") or platform.processor() or None
 
-
-def container_of(pid):
-    """The container id a host process runs in, or None."""
-    return parse_container_id(read_text("/proc/%s/cgroup" % pid) or "")
 
 
 class Gatherer:
@@ -604,7 +612,8 @@ class Gatherer:
             "architecture": platform.machine(), "cpu_model": cpu_model(),
             "online_cpus": expand_cpu_list((read_text(ONLINE_CPUS) or "").strip()) or [],
             "cards": [], "chips": [], "chip_count": 0, "card_count": 0, "chip_names": [],
-            "unhealthy_npu_ids": [], "phy_ids_known": False, "devices": [], "manager_devices": [],
+            "unhealthy_npu_ids": [], "phy_ids_known": False, "device_numbering": "unknown",
+            "phyid_remap_error": None, "devices": [], "manager_devices": [],
             "missing_manager_devices": [],
             "processes": [],
         }
@@ -702,14 +711,9 @@ class Gatherer:
             chip["device"] = os.path.join(dev, "davinci%d" % number) if number is not None else None
         numbers = sorted(davinci_number(node) for node in facts["devices"])
         logic_ids = sorted(chip["logic_id"] for chip in facts["chips"] if chip["logic_id"] is not None)
-        if failure and numbers != logic_ids:
-            self.problems.append(
-                "the /dev/davinciN nodes under %s are %s but the chips' logic ids are %s, and npu-smi cannot tell "
-                "which node is which chip: %s. Each chip's device is unknown; a container given "
-                "davinci<logic id> would get another chip or none. Fix: install an Ascend driver whose npu-smi "
-                "answers `npu-smi info -t phyid-remap -p <N>` (`npu-smi info -h` lists phyid-remap), or, if a node "
-                "is missing, reload the driver or reboot"
-                % (dev, " ".join(map(str, numbers)) or "none", " ".join(map(str, logic_ids)), failure))
+        facts["phyid_remap_error"] = failure
+        facts["device_numbering"] = ("phy_id" if facts["phy_ids_known"] else
+                                     "logic_id" if numbers == logic_ids else "unknown")
 
     def read_cpu_affinity(self, facts, path):
         """Each chip's CPU affinity from the topo matrix, whose rows are chip logic ids."""

@@ -20,15 +20,28 @@ from ansible.module_utils.docker_cli import DockerUnavailable, run_docker
 
 # Every node the driver makes for the NPUs: one per chip (davinci<N>) and the manager (davinci_manager).
 NODE = re.compile(r"^davinci(\d+|_manager)$")
-# A chip's own node, as a path: what an instance maps, one per chip.
-CHIP_NODE = re.compile(r"/davinci\d+$")
+# A chip's own node, as a path or a name: davinci<N>, one per chip, what an instance maps.
+CHIP_NODE = re.compile(r"(?:^|/)davinci(\d+)$")
 # A container's processes name its full ID in their cgroup path (cgroup v1 and v2, with or without systemd).
 CONTAINER_ID = re.compile(r"([0-9a-f]{64})")
 
 
+def davinci_number(path):
+    """N of a /dev/davinciN path, or None for any other node (davinci_manager shares the prefix)."""
+    match = CHIP_NODE.search(path)
+    return int(match.group(1)) if match else None
+
+
 def is_chip_node(path):
     """/dev/davinci3 is a chip's node; /dev/davinci_manager and other paths are not."""
-    return CHIP_NODE.search(path) is not None
+    return davinci_number(path) is not None
+
+
+def parse_container_id(cgroup):
+    """The container id in a process's /proc/<pid>/cgroup text, or None for a process outside any container. The
+    last one named: a container started by a Docker that itself runs in a container is named after its parent."""
+    found = CONTAINER_ID.findall(cgroup)
+    return found[-1] if found else None
 
 
 def is_npu_node(path, dev_dir):
@@ -37,12 +50,12 @@ def is_npu_node(path, dev_dir):
 
 
 def container_of(pid):
+    """The container id a host process runs in, or None (outside any container, or gone)."""
     try:
-        with open("/proc/%d/cgroup" % pid) as handle:
-            found = CONTAINER_ID.findall(handle.read())
+        with open("/proc/%d/cgroup" % int(pid)) as handle:
+            return parse_container_id(handle.read())
     except OSError:
         return None
-    return found[-1] if found else None
 
 
 def processes(dev_dir):

@@ -20,8 +20,6 @@ MANAGER_DEVICES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 BUS_ID = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
 PAIR = re.compile(r"(\d+)\s*/\s*(\d+)")
 DCMI_ERROR = re.compile(r"ret is (-?\d+)")
-CONTAINER_ID = re.compile(r"([0-9a-f]{64})")
-DAVINCI = re.compile(r"davinci(\d+)$")
 CPU_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 # Linux's largest CPU number (NR_CPUS is at most 8192): a list naming more is no CPU list, and expanding a range
 # such as 0-99999999999 would exhaust the host's memory.
@@ -335,18 +333,6 @@ def parse_cpu_model(cpuinfo):
         part = fields.get("CPU part", "").lower()
         return HISILICON_PARTS.get(part, "HiSilicon (CPU part %s)" % part)
     return None
-
-
-def parse_container_id(cgroup):
-    """The container id in a process's /proc/<pid>/cgroup, or None for a process outside any container."""
-    match = CONTAINER_ID.search(cgroup)
-    return match.group(1) if match else None
-
-
-def davinci_number(path):
-    """N of a /dev/davinciN path, or None for any other node (davinci_manager shares the prefix)."""
-    match = DAVINCI.search(path)
-    return int(match.group(1)) if match else None
 
 
 def card_health_problems(chips, cards):

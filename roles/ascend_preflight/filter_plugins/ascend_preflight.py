@@ -5,7 +5,6 @@ which check, what was found, what is required and how to fix it; the role adds t
 """
 import os
 import pathlib
-import re
 import sys
 
 # On a controller that installed only requirements.txt, the package is importable from this repository.
@@ -115,26 +114,20 @@ def check_health(facts, settings):
     return [finding("chip health", found, "every chip OK with no chip fault", fix)], [], []
 
 
-def device_number(path):
-    match = re.search(r"davinci(\d+)$", path)
-    return int(match.group(1)) if match else None
-
-
 def check_device_numbering(facts):
     """Without the physical ids (an npu-smi lacking `-t phyid-remap`) a chip's node is only known where the node
-    numbers are the logic ids; otherwise a container would get another chip than planned, or none."""
-    if facts.get("phy_ids_known"):
+    numbers are the logic ids (npu_facts' device_numbering); otherwise a container would get another chip than
+    planned, or none."""
+    if facts.get("device_numbering", "phy_id") != "unknown":
         return []
-    numbers = sorted(device_number(path) for path in facts.get("devices", []))
     logic_ids = sorted(chip["logic_id"] for chip in facts.get("chips", []) if chip.get("logic_id") is not None)
-    if numbers == logic_ids:
-        return []
-    return [finding("device numbering", "/dev/davinci nodes %s for chips with logic ids %s, and npu-smi cannot "
-                    "tell which node is which chip (no `npu-smi info -t phyid-remap`)" % (
-                        " ".join(map(str, numbers)) or "none", " ".join(map(str, logic_ids))),
+    return [finding("device numbering", "nodes %s for chips with logic ids %s, and npu-smi cannot tell which node "
+                    "is which chip (%s)" % (" ".join(facts.get("devices", [])) or "none", " ".join(map(str, logic_ids)),
+                                            facts.get("phyid_remap_error") or "no `npu-smi info -t phyid-remap`"),
                     "each chip's /dev/davinciN known",
-                    "install an Ascend driver whose npu-smi answers `npu-smi info -t phyid-remap -p <N>`; if a node "
-                    "is missing, reload the driver or reboot (the driver creates the nodes when it loads)")]
+                    "install an Ascend driver whose npu-smi answers `npu-smi info -t phyid-remap -p <N>` "
+                    "(`npu-smi info -h` lists phyid-remap); if a node is missing, reload the driver or reboot (the "
+                    "driver creates the nodes when it loads)")]
 
 
 def check_devices(facts):

@@ -66,6 +66,7 @@ def test_remapped_host_gives_each_chip_its_own_node(tmp_path):
     root, paths = twin_host(tmp_path, hosts.load_profiles()["remapped_duo2"])
     facts = run_npu_facts(tmp_path, **paths)
     assert facts["ready"] and facts["problems"] == [] and facts["phy_ids_known"] is True
+    assert facts["device_numbering"] == "phy_id" and facts["phyid_remap_error"] is None
     assert [(c["npu_id"], c["chip_id"], c["logic_id"], c["phy_id"], c["device"]) for c in facts["chips"]] == [
         (6, 0, 0, 4, str(root / "dev/davinci4")), (6, 1, 1, 5, str(root / "dev/davinci5")),
         (224, 0, 2, 0, str(root / "dev/davinci0")), (224, 1, 3, 1, str(root / "dev/davinci1"))]
@@ -79,16 +80,16 @@ def test_unknown_remap_with_nodes_not_the_logic_ids_is_a_problem(tmp_path):
     assert facts["ready"] is True and facts["phy_ids_known"] is False
     assert [(c["phy_id"], c["device"], c["cpu_affinity"]) for c in facts["chips"]] == [
         (None, str(root / "dev" / ("davinci%d" % logic)), []) for logic in range(4)]
-    (problem,) = facts["problems"]
-    assert "nodes under %s are 0 1 4 5 but the chips' logic ids are 0 1 2 3" % (root / "dev") in problem
-    assert "`npu-smi info -t phyid-remap -p 0` (exit 1)" in problem and "Each chip's device is unknown" in problem
-    assert "Fix: install an Ascend driver whose npu-smi answers `npu-smi info -t phyid-remap -p <N>`" in problem
+    # A fact, worded by preflight (tests/unit/roles/ascend_preflight): nodes 0 1 4 5, logic ids 0 1 2 3.
+    assert facts["device_numbering"] == "unknown" and facts["problems"] == []
+    assert facts["devices"] == [str(root / "dev" / ("davinci%d" % n)) for n in (0, 1, 4, 5)]
+    assert facts["phyid_remap_error"].startswith("`npu-smi info -t phyid-remap -p 0` (exit 1)")
 
 
 def test_unknown_remap_is_no_problem_where_nodes_are_the_logic_ids(tmp_path):
     _, paths = twin_host(tmp_path, dict(hosts.load_profiles()["duo2"], phyid_remap=False))
     facts = run_npu_facts(tmp_path, **paths)
-    assert facts["problems"] == [] and facts["phy_ids_known"] is False
+    assert facts["problems"] == [] and facts["phy_ids_known"] is False and facts["device_numbering"] == "logic_id"
     assert [c["device"] for c in facts["chips"]] == facts["devices"]
 
 

@@ -140,21 +140,6 @@ def test_cpu_model(cpuinfo, model):
     assert npu_smi.parse_cpu_model(cpuinfo) == model
 
 
-def test_container_id_from_cgroup_v1_and_v2():
-    container = "3f4e" * 16
-    assert npu_smi.parse_container_id("12:pids:/docker/%s\n11:cpuset:/docker/%s\n" % (container, container)) == (
-        container)
-    assert npu_smi.parse_container_id("0::/system.slice/docker-%s.scope\n" % container) == container
-    assert npu_smi.parse_container_id("0::/user.slice/user-0.slice/session-3.scope\n") is None
-
-
-@pytest.mark.parametrize("path,number", [
-    ("/dev/davinci0", 0), ("/dev/davinci12", 12), ("/dev/davinci_manager", None), ("/dev/davinci3x", None),
-])
-def test_davinci_number(path, number):
-    assert npu_smi.davinci_number(path) == number
-
-
 # --- health -----------------------------------------------------------------------------------------------
 
 def cards_of(chips, chip_fault_count=0):

@@ -172,7 +172,8 @@ def test_missing_device_nodes():
 def remapped_without_phy_ids():
     """A host whose nodes are davinci0, 1, 4, 5 for logic ids 0-3, read by an npu-smi without phyid-remap."""
     facts = duo_facts()
-    facts["phy_ids_known"] = False
+    facts["phy_ids_known"], facts["device_numbering"] = False, "unknown"
+    facts["phyid_remap_error"] = "`npu-smi info -t phyid-remap -p 0` (exit 1): Usage: npu-smi info <command>"
     facts["devices"] = ["/dev/davinci%d" % n for n in (0, 1, 4, 5)]
     for chip in facts["chips"]:
         chip["phy_id"] = None
@@ -182,14 +183,15 @@ def remapped_without_phy_ids():
 def test_unknown_physical_ids_with_other_node_numbers_fail():
     failure = only_failure(judge(remapped_without_phy_ids()))
     assert failure["check"] == "device numbering"
-    assert failure["found"] == ("/dev/davinci nodes 0 1 4 5 for chips with logic ids 0 1 2 3, and npu-smi cannot "
-                                "tell which node is which chip (no `npu-smi info -t phyid-remap`)")
+    assert failure["found"] == ("nodes /dev/davinci0 /dev/davinci1 /dev/davinci4 /dev/davinci5 for chips with logic "
+                                "ids 0 1 2 3, and npu-smi cannot tell which node is which chip (`npu-smi info -t "
+                                "phyid-remap -p 0` (exit 1): Usage: npu-smi info <command>)")
     assert "npu-smi info -t phyid-remap -p <N>" in failure["fix"]
 
 
 def test_unknown_physical_ids_pass_where_nodes_are_the_logic_ids():
     facts = duo_facts()
-    facts["phy_ids_known"] = False
+    facts["phy_ids_known"], facts["device_numbering"] = False, "logic_id"
     assert judge(facts)["failures"] == []
 
 
