@@ -7,7 +7,7 @@ instance's status here and keeps the host's statuses in <report folder>/progress
 ascend-vllm-fleet command's live view reads. The ETA starts from the module's own estimate (its check mode's
 estimated_seconds) and, once requests have finished, follows the pace measured so far.
 """
-from .host_code import load_library_module, load_module_util
+from .host_code import load_module_util
 
 bench_record = load_module_util("bench_record")
 
@@ -34,17 +34,12 @@ def clock(seconds):
     return "%dh%02dm" % (seconds // 3600, minutes) if minutes else "%dh" % (seconds // 3600)
 
 
-def group_shares(matrix):
-    """Each group of a matrix (a preset: image_sizes, max_tokens, concurrency, requests_per_group), in the order
-    the load-test module runs them, as (group key, share of the run's estimated time), by the module's own plan
-    and estimate."""
-    load_test = load_library_module("vllm_load_test")
-    params = dict(matrix, estimate_seconds_per_token=load_test.ARGUMENT_SPEC["estimate_seconds_per_token"]["default"])
-    groups = load_test.plan(params)
-    estimates = [load_test.estimate_seconds([group], params) for group in groups]
-    total = sum(estimates)
-    return [(bench_record.group_key(group), estimate / total if total else 1.0 / len(groups))
-            for group, estimate in zip(groups, estimates)]
+def group_shares(planned):
+    """Each group the load-test module planned (its check-mode result's `planned`), in the order it runs them, as
+    (group key, share of the run's estimated time)."""
+    total = sum(group["estimated_seconds"] for group in planned)
+    return [(bench_record.group_key(group), group["estimated_seconds"] / total if total else 1.0 / len(planned))
+            for group in planned]
 
 
 def split_records(records, resume, started_at):
@@ -62,7 +57,7 @@ def instance_status(instance, progress, measured, skipped, shares, estimate_s, e
     """How far an instance's run is.
 
     progress: its progress file's content (None before the module wrote one); measured: the records this run
-    wrote; skipped: keys of the groups a resumed run does not run again; shares: group_shares of the matrix;
+    wrote; skipped: keys of the groups a resumed run does not run again; shares: group_shares of its plan;
     estimate_s: the module's estimate of the whole run; elapsed_s: seconds since the run was launched; stalled:
     the progress file stopped changing for longer than a request may take.
     """

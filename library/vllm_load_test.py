@@ -212,6 +212,16 @@ estimated_seconds:
   returned: always
   type: float
   sample: 9203.7
+planned:
+  description:
+    - The groups of the matrix in the order they run, each with C(image_size), C(max_tokens), C(concurrency),
+      C(requests) and C(estimated_seconds) (its part of RV(estimated_seconds)); the follow step and the live
+      view measure progress by them.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {image_size: 640x480, max_tokens: 32, concurrency: 1, requests: 64, estimated_seconds: 184.3}
 stopped_by_deadline:
   description: C(new_group_deadline_s) passed before every group ran.
   returned: always
@@ -421,6 +431,13 @@ def plan(params):
             for concurrency in params["concurrency"]]
 
 
+def planned_groups(params):
+    """The groups in the order they run, each with its requests and its share of the estimate: what the
+    controller's follow step and live view measure progress by."""
+    return [dict(group, requests=params["requests_per_group"], estimated_seconds=estimate_seconds([group], params))
+            for group in plan(params)]
+
+
 def estimate_seconds(groups, params):
     total = 0.0
     for group in groups:
@@ -579,13 +596,13 @@ def run(params, check_mode=False):
     check_results_file(params["results_file"])
     progress = ProgressWriter(None if check_mode else params["results_file"])
     result = {"base_url": params["base_url"], "model": params["model"], "results_file": params["results_file"],
-              "planned_groups": 0, "planned_requests": 0, "estimated_seconds": 0.0, "stopped_by_deadline": False,
-              "groups": [], "answer_checks": [], "progress_error": None}
+              "planned_groups": 0, "planned_requests": 0, "estimated_seconds": 0.0, "planned": [],
+              "stopped_by_deadline": False, "groups": [], "answer_checks": [], "progress_error": None}
     try:
         client = validate(params)
         groups = plan(params)
         result.update(planned_groups=len(groups), planned_requests=len(groups) * params["requests_per_group"],
-                      estimated_seconds=estimate_seconds(groups, params))
+                      estimated_seconds=estimate_seconds(groups, params), planned=planned_groups(params))
         if not check_mode:
             measure(params, client, groups, result, progress)
     except BaseException as error:

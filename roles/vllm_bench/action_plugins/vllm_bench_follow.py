@@ -7,7 +7,7 @@ collects its async job. One task for all instances of the host and no retries, s
 prints no retry lines; the task fails when a job failed or a run stalled, naming the instance and why.
 
 Arguments: instances (the serving plan's instances), jobs (the registered async launch, one result per
-instance), plans (the registered check-mode run, one result per instance), matrix (the preset), results_dir,
+instance), plans (the registered check-mode run, one result per instance, with its planned groups), results_dir,
 resume, request_timeout_s, poll_interval, started_at (Unix time the runs were launched) and status_file.
 """
 import base64
@@ -56,6 +56,7 @@ class Instance:
         self.progress_path = filters.vllm_bench_progress_file(self.results_path)
         self.job_id = job.get("ansible_job_id")
         self.estimate_s = plan.get("estimated_seconds")
+        self.shares = progress.group_shares(plan.get("planned") or [])
         self.records = []
         self.groups_done = None
         self.status = None
@@ -68,7 +69,6 @@ ARGUMENT_SPEC = {
     "instances": {"type": "list", "elements": "dict", "required": True},
     "jobs": {"type": "list", "elements": "dict", "required": True},
     "plans": {"type": "list", "elements": "dict", "required": True},
-    "matrix": {"type": "dict", "required": True},
     "results_dir": {"type": "str", "required": True},
     "resume": {"type": "bool", "default": False},
     "request_timeout_s": {"type": "float", "required": True},
@@ -90,14 +90,13 @@ class ActionModule(ActionBase):
         plans = {plan["item"]["name"]: plan for plan in args["plans"]}
         instances = [Instance(entry, by_name.get(entry["name"], {}), plans.get(entry["name"], {}),
                               args["results_dir"]) for entry in args["instances"]]
-        shares = progress.group_shares(args["matrix"])
         started_at = args["started_at"]
         polls = 0
         while True:
             polls += 1
             for instance in instances:
                 if instance.ended_at is None:
-                    self.poll(instance, polls, shares, started_at, args)
+                    self.poll(instance, polls, started_at, args)
                     self.announce(host, instance)
             self.write_status(args["status_file"], host, started_at, instances)
             if all(instance.ended_at is not None for instance in instances):
@@ -116,7 +115,7 @@ class ActionModule(ActionBase):
                                       task_vars=self.task_vars)
         return base64.b64decode(answer["content"]) if "content" in answer else None
 
-    def poll(self, instance, polls, shares, started_at, args):
+    def poll(self, instance, polls, started_at, args):
         """Read the instance's files and work out its status; collect its job once its run has ended."""
         content = self.slurp(instance.progress_path)
         current = progress.bench_record.read_progress(content) if content is not None else None
@@ -134,7 +133,7 @@ class ActionModule(ActionBase):
             ended = True
         stalled = ended and not (current or {}).get("finished") and not (job or {}).get("finished")
         measured, skipped = progress.split_records(instance.records, args["resume"], started_at)
-        instance.status = progress.instance_status(instance.name, current, measured, skipped, shares,
+        instance.status = progress.instance_status(instance.name, current, measured, skipped, instance.shares,
                                                    instance.estimate_s, time.time() - started_at, stalled=stalled)
         if ended:
             instance.result = job if job.get("finished") else self.wait_for_job(instance, stalled, args)

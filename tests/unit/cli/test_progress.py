@@ -5,8 +5,10 @@ import pytest
 from ascend_vllm_fleet import progress
 from conftest import load_library_module
 
-# The quick preset's shape, smaller: 1 image size x 2 output lengths x 2 concurrency levels.
+# The quick preset's shape, smaller: 1 image size x 2 output lengths x 2 concurrency levels, as the load-test
+# module's check mode plans it (its result's `planned`).
 MATRIX = {"image_sizes": ["640x480"], "max_tokens": [32, 8], "concurrency": [1, 4], "requests_per_group": 4}
+PLANNED = load_library_module("vllm_load_test").planned_groups(dict(MATRIX, estimate_seconds_per_token=0.09))
 ESTIMATE_S = 100.0
 
 
@@ -27,14 +29,14 @@ def test_shares_follow_the_modules_own_estimate_of_each_group():
     load_test = load_library_module("vllm_load_test")
     params = dict(MATRIX, estimate_seconds_per_token=0.09)
     expected = [load_test.estimate_seconds([g], params) for g in load_test.plan(params)]
-    shares = progress.group_shares(MATRIX)
+    shares = progress.group_shares(PLANNED)
     assert [key for key, _share in shares] == [("640x480", 32, 1), ("640x480", 32, 4), ("640x480", 8, 1),
                                                ("640x480", 8, 4)]
     assert [share for _key, share in shares] == pytest.approx([value / sum(expected) for value in expected])
 
 
 def test_before_any_request_finished_the_eta_is_the_modules_estimate():
-    shares = progress.group_shares(MATRIX)
+    shares = progress.group_shares(PLANNED)
     starting = progress.instance_status("vllm-ascend", None, [], set(), shares, ESTIMATE_S, 3.0)
     assert starting["phase"] == progress.STARTING and starting["eta_s"] == ESTIMATE_S
     first = progress.instance_status("vllm-ascend", running(1, 32, 1, 0), [], set(), shares, ESTIMATE_S, 5.0)
@@ -42,7 +44,7 @@ def test_before_any_request_finished_the_eta_is_the_modules_estimate():
 
 
 def test_the_eta_follows_the_measured_pace():
-    shares = progress.group_shares(MATRIX)
+    shares = progress.group_shares(PLANNED)
     first_share = shares[0][1]
     # Half of the first group took 10 s: the run goes at 10 s per half of that group's share.
     half = progress.instance_status("vllm-ascend", running(1, 32, 1, 2), [], set(), shares, ESTIMATE_S, 10.0)
@@ -55,7 +57,7 @@ def test_the_eta_follows_the_measured_pace():
 
 
 def test_errors_so_far_are_those_of_the_groups_this_run_finished():
-    shares = progress.group_shares(MATRIX)
+    shares = progress.group_shares(PLANNED)
     status = progress.instance_status("vllm-ascend", running(3, 8, 1, 1), [record(32, 1, failed=2),
                                                                            record(32, 4, failed=1)],
                                       set(), shares, ESTIMATE_S, 60.0)
@@ -69,7 +71,7 @@ def test_a_resumed_run_counts_neither_the_time_nor_the_errors_of_the_groups_it_k
     measured, skipped = progress.split_records(records, resume=True, started_at=1000.0)
     assert [r["finished_at"] for r in measured] == [2000.0] and skipped == {("640x480", 32, 1)}
     assert progress.split_records(records, resume=False, started_at=1000.0) == (records, set())
-    shares = progress.group_shares(MATRIX)
+    shares = progress.group_shares(PLANNED)
     status = progress.instance_status("vllm-ascend", running(3, 8, 1, 0), measured, skipped, shares, ESTIMATE_S,
                                       30.0)
     second, third, fourth = (share for _key, share in shares[1:])
@@ -90,14 +92,14 @@ def test_a_resumed_run_counts_neither_the_time_nor_the_errors_of_the_groups_it_k
     (running(2, 32, 4, 1), True, progress.STALLED),
 ])
 def test_phases(current, stalled, phase):
-    status = progress.instance_status("vllm-ascend", current, [], set(), progress.group_shares(MATRIX),
+    status = progress.instance_status("vllm-ascend", current, [], set(), progress.group_shares(PLANNED),
                                       ESTIMATE_S, 50.0, stalled=stalled)
     assert status["phase"] == phase
     assert (status["eta_s"] is None) == (phase in progress.ENDED)
 
 
 def test_lines():
-    shares = progress.group_shares(MATRIX)
+    shares = progress.group_shares(PLANNED)
     status = progress.instance_status("vllm-ascend-npu4", running(3, 8, 1, 2), [record(32, 1, failed=1)], set(),
                                       shares, ESTIMATE_S, 130.0)
     assert progress.describe(status, eta_s=75) == (

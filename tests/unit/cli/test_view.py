@@ -12,9 +12,10 @@ from rich.console import Console
 
 from ascend_vllm_fleet import progress, report, view
 from bench_record import append_result
-from conftest import REPO
+from conftest import REPO, load_library_module
 
 MATRIX = {"image_sizes": ["640x480"], "max_tokens": [32, 8], "concurrency": [1, 4], "requests_per_group": 4}
+PLANNED = load_library_module("vllm_load_test").planned_groups(dict(MATRIX, estimate_seconds_per_token=0.09))
 
 
 class Clock:
@@ -26,7 +27,7 @@ class Clock:
 
 
 def status(name, current, elapsed_s, measured=()):
-    return progress.instance_status(name, current, list(measured), set(), progress.group_shares(MATRIX), 38.9,
+    return progress.instance_status(name, current, list(measured), set(), progress.group_shares(PLANNED), 38.9,
                                     elapsed_s)
 
 

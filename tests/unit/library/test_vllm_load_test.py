@@ -116,6 +116,14 @@ def test_check_mode_plans_the_full_matrix_and_touches_nothing(tmp_path):
     # Per size: waves (64, 8, 4, 2, 1 -> 79) x tokens (256 + 64 + 32 = 352) x 0.09 s; three sizes.
     assert planned["estimated_seconds"] == pytest.approx(round(3 * 79 * 352 * 0.09, 1))
     assert list(tmp_path.iterdir()) == []
+    # What the controller follows the run by: every group in the order it runs, with its part of the estimate.
+    assert len(planned["planned"]) == 45 and planned["planned"][:2] == [
+        {"image_size": "1920x1080", "max_tokens": 256, "concurrency": 1, "requests": 64,
+         "estimated_seconds": pytest.approx(round(64 * 256 * 0.09, 1))},
+        {"image_size": "1920x1080", "max_tokens": 256, "concurrency": 8, "requests": 64,
+         "estimated_seconds": pytest.approx(round(8 * 256 * 0.09, 1))}]
+    assert sum(group["estimated_seconds"] for group in planned["planned"]) == pytest.approx(
+        planned["estimated_seconds"], abs=0.5)
 
 
 def test_the_key_is_read_from_the_servers_env_file(server, tmp_path):  # noqa: F811
