@@ -27,7 +27,7 @@ os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.execut
 # The test modules that share the `pair` fixture: under pytest-xdist (scripts/dev test) they form one scope,
 # run on one worker, so the pair is deployed once. The fixture refuses a module not named here.
 PAIR_MODULES = tuple("tests/integration/%s.py" % name for name in (
-    "test_cli", "test_deploy", "test_operator_view", "test_secrets", "test_serving_plan"))
+    "test_cli", "test_deploy", "test_operator_view", "test_secrets", "test_recorded_plan"))
 
 
 @pytest.hookimpl(optionalhook=True)
