@@ -67,7 +67,6 @@ def cpu_model():
     return parse_cpu_model(read_text("/proc/cpuinfo") or "") or platform.processor() or None
 
 
-
 class Gatherer:
     """The facts of one host, gathered with the npu_facts module's options (params)."""
 

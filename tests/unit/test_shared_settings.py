@@ -62,7 +62,7 @@ def test_play_keywords_repeat_the_fleet_defaults_exactly(playbook):
 
 def test_the_label_preflight_trusts_is_the_one_the_server_writes():
     host_checks = (REPO / "roles/ascend_preflight/tasks/host.yml").read_text()
-    assert 'label={{ fleet_label_prefix }}.instance"' in host_checks
+    assert "selectattr('labels', 'contains', fleet_label_prefix ~ '.instance')" in host_checks
     server_filter = (REPO / "roles/vllm_server/filter_plugins/vllm_server.py").read_text()
     assert '"%s.instance=%s" % (settings["label_prefix"]' in server_filter
 
