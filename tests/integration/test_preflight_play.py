@@ -3,7 +3,8 @@ import platform
 
 import pytest
 
-from conftest import load_library_module, snapshot
+from ascend_vllm_fleet.host_code import load_module_util
+from conftest import snapshot
 from twin_fleet import PlayFleet
 
 pytestmark = pytest.mark.docker
@@ -42,7 +43,7 @@ def host_state(fleet):
 
 
 def npu_facts_cpu_model():
-    return load_library_module("npu_facts").cpu_model()
+    return load_module_util("npu_gather").cpu_model()
 
 
 def play(fleet, *extra):
