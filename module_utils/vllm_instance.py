@@ -60,6 +60,7 @@ class Instance:
         self.label_prefix, self.devices, self.comment = label_prefix, sorted(devices), comment
         self.aside_name = name + ASIDE_CONTAINER
         self._runner = runner
+        self._spec_hash = None
 
     # --- reading -------------------------------------------------------------------------------------------
     def call(self, *args):
@@ -85,11 +86,16 @@ class Instance:
 
     def spec_hash(self):
         """The config-hash label: the run lines, the image's ID (a new image under the same tag replaces the
-        container, as Compose does) and the key, which enters only salted with the host's secret."""
+        container, as Compose does) and the key, which enters only salted with the host's secret. Worked out once
+        per instance: the decision and the diff of one run read the same image and salt."""
+        if self._spec_hash is not None:
+            return self._spec_hash
         code, image_id, _err = self._runner(self.docker, "image", "inspect", "--format", "{{.Id}}", "--", self.image)
         image_id = image_id.strip() if code == 0 else ""
         salted_key = hashlib.sha256((read_text(self.salt_file) + self.api_key).encode("utf-8")).hexdigest()
-        return hashlib.sha256((json.dumps(self.run_lines) + image_id + salted_key).encode("utf-8")).hexdigest()
+        spec = json.dumps(self.run_lines) + image_id + salted_key
+        self._spec_hash = hashlib.sha256(spec.encode("utf-8")).hexdigest()
+        return self._spec_hash
 
     def decide(self, current, spec_hash):
         """keep (serving from this spec), start (this spec, stopped) or replace (another spec, other chips, or
@@ -104,23 +110,22 @@ class Instance:
         return "keep" if current.get("running") else "start"
 
     # --- the files -----------------------------------------------------------------------------------------
-    def run_argv(self, spec_hash):
-        """The docker run's arguments after the Docker CLI (the script's first word), with the config-hash label
-        before `--` (which ends docker's options)."""
-        argv = []
-        for line in self.run_lines:
-            if line[0] == "--":
-                argv.extend(["--label", "%s.config-hash=%s" % (self.label_prefix, spec_hash)])
-            argv.extend(line)
-        return argv[1:]
-
-    def files(self, spec_hash):
-        """{path: (content, mode)} of the files an operator re-creates the container from; None: no such file."""
+    def labelled_lines(self, spec_hash):
+        """The run lines with the config-hash label added before `--` (which ends docker's options)."""
         lines = []
         for line in self.run_lines:
             if line[0] == "--":
                 lines.append(["--label", "%s.config-hash=%s" % (self.label_prefix, spec_hash)])
             lines.append(line)
+        return lines
+
+    def run_argv(self, spec_hash):
+        """The docker run's arguments after the Docker CLI (the script's first word), label included."""
+        return [arg for line in self.labelled_lines(spec_hash) for arg in line][1:]
+
+    def files(self, spec_hash):
+        """{path: (content, mode)} of the files an operator re-creates the container from; None: no such file."""
+        lines = self.labelled_lines(spec_hash)
         body = [("" if index == 0 else "  ") + " ".join(shlex.quote(arg) for arg in line)
                 + ("" if index == len(lines) - 1 else " \\") for index, line in enumerate(lines)]
         script = "\n".join(["#!/bin/sh",
