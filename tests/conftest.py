@@ -25,7 +25,8 @@ os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.execut
 
 
 # The test modules that share the `pair` fixture: under pytest-xdist (scripts/dev test) they form one scope,
-# run on one worker, so the pair is deployed once. The fixture refuses a module not named here.
+# run on one worker, so the pair is deployed once. Collection refuses a module that uses the pair and is not
+# named here (pytest_collection_modifyitems).
 PAIR_MODULES = tuple("tests/integration/%s.py" % name for name in (
     "test_cli", "test_deploy", "test_operator_view", "test_secrets", "test_recorded_plan"))
 
@@ -38,6 +39,9 @@ def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    # Scopes go out in collection order (see pytest_collection_modifyitems), not largest number of tests first.
+    config.option.loadscopereorder = False
 
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid):
@@ -53,6 +57,16 @@ def pytest_collection_modifyitems(items):
     if strays:
         raise pytest.UsageError("%s use the pair fixture: add them to PAIR_MODULES in tests/conftest.py, so that "
                                 "they run on the pair's worker" % ", ".join(strays))
+    items.sort(key=lambda item: run_order(item.nodeid.split("::", 1)[0]))
+
+
+def run_order(module):
+    """The longest scope first, so that no worker is left with it at the end: the pair's modules, then the other
+    modules with a twin fleet of their own, then the tests without one (tests/local, tests/unit), small scopes
+    that fill in wherever a worker is free. The sort is stable: tests keep their order within a module."""
+    if module in PAIR_MODULES:
+        return 0
+    return 1 if module.startswith("tests/integration/") else 2
 
 
 def read_fixture(name):

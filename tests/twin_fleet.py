@@ -7,6 +7,7 @@ tests/conftest.py serves a whole session.
 import contextlib
 import json
 import pathlib
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,13 @@ DEFAULT_PORT = 8000
 # preflight refuses, made with them but left out of their runs.
 PAIR = {"npu-a": "seed_duo4", "npu-b": "duo2"}
 PAIR_EXTRA = {"cli-bad": "old_driver_24"}
+# A benchmark matrix smaller than the quick preset, for the tests of what a run keeps or marks rather than of the
+# matrix or of its progress lines (its groups end within a poll): 2 image sizes x 1 output length x 2 concurrency
+# levels, 4 requests each; as the command's arguments, and as PlayFleet.play's (one command line, quoted).
+SMALL_BENCH = {"small": {"image_sizes": ["640x480", "1280x720"], "max_tokens": [32], "concurrency": [1, 4],
+                         "requests_per_group": 4}}
+SMALL_BENCH_CLI = ("--preset", "small", "-e", "vllm_bench_presets=%s" % json.dumps(SMALL_BENCH))
+SMALL_BENCH_PLAY = ("-e", shlex.quote(json.dumps({"vllm_bench_preset": "small", "vllm_bench_presets": SMALL_BENCH})))
 CONFIG_DIR = "/etc/vllm-ascend"  # fleet_config_dir's default, as on a real host
 SALT = CONFIG_DIR + "/.config-hash-salt"  # fleet_hash_salt_file's default
 LABEL = "ascend-vllm-fleet"  # fleet_label_prefix's default
@@ -72,14 +80,20 @@ class PlayFleet:
         return [sys.executable, "-m", "pytest", "tests/verify", "--hosts=ansible://ascend",
                 "--ansible-inventory=%s" % self.inventory, "-p", "no:cacheprovider", "-q"]
 
-    def verify(self):
-        """(exit code, output) of the verify suite."""
+    def verify(self, hosts=None, **overrides):
+        """(exit code, output) of the verify suite, on the inventory the last run wrote, or on the hosts named
+        (with overrides, as for write): a test that changed one host checks that host alone."""
+        if hosts:
+            self.write(hosts, **overrides)
         result = subprocess.run(self.verify_command(), cwd=str(REPO), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, universal_newlines=True, timeout=600, check=False)
         return result.returncode, result.stdout
 
-    def verify_watching_processes(self):
-        """(exit code, output, every command line seen on this machine while the verify suite ran)."""
+    def verify_watching_processes(self, hosts=None, **overrides):
+        """(exit code, output, every command line seen on this machine while the verify suite ran); hosts and
+        overrides as for verify."""
+        if hosts:
+            self.write(hosts, **overrides)
         seen = set()
         with tempfile.TemporaryFile("w+") as output, subprocess.Popen(
                 self.verify_command(), cwd=str(REPO), stdout=output, stderr=subprocess.STDOUT,
@@ -126,22 +140,28 @@ class DeployedFleet(PlayFleet):
             found[name] = {"containers": containers, "files": sorted(files)}
         return found
 
-    def changes(self):
-        """What differs from the baseline, one line per host and kind; empty when nothing does."""
+    def differing(self):
+        """host -> (its state now, its baseline), for the hosts that differ from the baseline."""
         now = self.state()
-        return ["%s, %s: %s, was %s" % (name, kind, json.dumps(now[name][kind]), json.dumps(self.baseline[name][kind]))
-                for name in self.hosts for kind in ("containers", "files")
-                if now[name][kind] != self.baseline[name][kind]]
+        return {name: (now[name], self.baseline[name]) for name in self.hosts if now[name] != self.baseline[name]}
 
-    def restore(self):
-        """The inventory's settings back, on the hosts that differ from the baseline only, by the server phase
-        alone; nothing runs where nothing changed. Returns the run, or None."""
-        changed = sorted({line.split(",", 1)[0] for line in self.changes()})
+    @staticmethod
+    def describe(differing):
+        """What differing() found, one line per host and kind."""
+        return ["%s, %s: %s, was %s" % (name, kind, json.dumps(now[kind]), json.dumps(was[kind]))
+                for name, (now, was) in sorted(differing.items()) for kind in ("containers", "files")
+                if now[kind] != was[kind]]
+
+    def restore(self, differing=None):
+        """The inventory's settings back, on the hosts that differ from the baseline only (differing(), read
+        again unless given), by the server phase alone; nothing runs where nothing changed. Returns the run, or
+        None."""
+        changed = sorted(self.differing() if differing is None else differing)
         if not changed:
             return None
         run = self.play("--tags", "server", "--limit", ",".join(changed))
         assert run.rc == 0, run.stdout
-        left = self.changes()
+        left = self.describe(self.differing())
         assert not left, "the server phase did not restore the shared fleet:\n" + "\n".join(left)
         return run
 
@@ -159,10 +179,11 @@ class DeployedFleet(PlayFleet):
         """Fail a test that leaves the fleet changed, naming what it changed, after putting it back for the next."""
         self.write()  # the inventory of the shared hosts, whatever the last test wrote
         yield self
-        left = self.changes()
+        left = self.differing()
         if left:
-            self.restore()
-            pytest.fail("the test left the shared fleet changed (restore what a test changes):\n" + "\n".join(left))
+            self.restore(left)
+            pytest.fail("the test left the shared fleet changed (restore what a test changes):\n"
+                        + "\n".join(self.describe(left)))
 
 
 def command_lines():

@@ -84,7 +84,8 @@ def test_each_host_pulled_the_image_itself_from_the_mirror(fleet, deployed):
 def test_changed_variable_replaces_only_the_affected_container(fleet, deployed):
     before = container_ids(fleet)
     files_before = rendered_files(fleet, A)
-    check = fleet.play("--check", "--diff", **{A: {"vllm_server_max_model_len": 4096}})
+    # The server phase's own check (the whole site.yml in check mode: test_fresh_deploy).
+    check = fleet.play("--check", "--diff", "--tags", "server", **{A: {"vllm_server_max_model_len": 4096}})
     assert check.rc == 0 and "--max-model-len 4096" in check.stdout
     assert container_ids(fleet) == before, "--check changed a container"
     assert rendered_files(fleet, A) == files_before, "--check changed the rendered files"
@@ -107,7 +108,7 @@ def rendered_files(fleet, name):
 def test_bad_change_fails_with_the_servers_error_and_the_previous_container_serves(fleet, deployed):
     before = fleet[B].inspect(NAME)["Id"]
     files_before = rendered_files(fleet, B)
-    run = fleet.play(**{B: {"vllm_server_dtype": "bfloat16"}})
+    run = fleet.play("--tags", "server", **{B: {"vllm_server_dtype": "bfloat16"}})
     assert run.rc != 0 and run.failed_hosts() == [B]
     text = failure_text(run, B)
     assert "does not support dtype bfloat16" in text, text
@@ -134,13 +135,13 @@ def test_a_replacement_interrupted_while_waiting_is_put_back_by_the_next_run(fle
     assert bad != good
     host.exec("sh", "-c", "cat > %s && sh %s" % (script, script), input=bad)
 
-    run = fleet.play(**{B: {"vllm_server_dtype": "bfloat16"}})  # the same bad change, run again
+    run = fleet.play("--limit", B, **{B: {"vllm_server_dtype": "bfloat16"}})  # the same bad change, run again
     assert run.rc != 0 and run.failed_hosts() == [B]
     assert "The previous container is serving again" in failure_text(run, B)
     assert serves(fleet, B) and host.inspect(NAME + "-previous") is None
     assert rendered_files(fleet, B) == files_before
     assert fleet.restore() is None, "the rollback left the host as before the change"
-    code, output = fleet.verify()
+    code, output = fleet.verify(hosts=[B])
     assert code == 0, output
 
 
@@ -150,7 +151,7 @@ def test_a_previous_container_that_no_longer_serves_is_reported_as_such(fleet, d
     shard = fleet[B].root / "data/models" / MODEL / "model-00004-of-00004.safetensors"
     os.rename(shard, str(shard) + ".away")
     try:
-        run = fleet.play("--skip-tags", "model", **{B: {"vllm_server_max_model_len": 4096}})
+        run = fleet.play("--limit", B, "--skip-tags", "model", **{B: {"vllm_server_max_model_len": 4096}})
     finally:
         os.rename(str(shard) + ".away", shard)
     assert run.rc != 0 and run.failed_hosts() == [B]
@@ -164,7 +165,7 @@ def test_a_previous_container_that_no_longer_serves_is_reported_as_such(fleet, d
 
 
 def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
-    run = fleet.play(**{A: {"vllm_server_layout": "per_card"}})
+    run = fleet.play("--limit", A, **{A: {"vllm_server_layout": "per_card"}})
     assert run.rc == 0, run.stdout
     assert fleet[A].inspect(NAME) is None, "the single-layout container must be gone"
     for index, npu_id in enumerate([1, 2, 4, 5]):
@@ -194,7 +195,7 @@ def test_a_fresh_fleet_gets_its_own_key_kept_for_its_operator_only(fleet, deploy
 
 def test_an_operators_key_stays_out_of_scripts_labels_output_and_process_lists(fleet, deployed):
     key = "sk-" + uuid.uuid4().hex
-    run = fleet.play(**{B: {"fleet_api_key": key}})
+    run = fleet.play("--limit", B, **{B: {"fleet_api_key": key}})
     assert run.rc == 0, run.stdout
     env_file = "%s/%s.env" % (CONFIG_DIR, NAME)
     assert fleet[B].mode(env_file) == 0o600
@@ -202,7 +203,8 @@ def test_an_operators_key_stays_out_of_scripts_labels_output_and_process_lists(f
     assert key not in json.dumps(fleet[B].inspect(NAME)["Config"]["Labels"])
     assert key not in run.stdout and all(key not in json.dumps(event) for event in run.events)
     assert not serves(fleet, B, api_key="") and serves(fleet, B, api_key=key)
-    code, output, commands = fleet.verify_watching_processes()  # the inventory holds the key: the probe uses it
+    # The inventory holds the key: the probe uses it.
+    code, output, commands = fleet.verify_watching_processes(hosts=[B], **{B: {"fleet_api_key": key}})
     assert code == 0, output
     assert key not in output
     assert commands and not [command for command in commands if key in command], "the key is in a process list"
@@ -210,7 +212,7 @@ def test_an_operators_key_stays_out_of_scripts_labels_output_and_process_lists(f
 
 
 def test_an_empty_key_serves_an_open_api_without_an_env_file(fleet, deployed):
-    run = fleet.play(**{B: {"fleet_api_key": ""}})
+    run = fleet.play("--limit", B, **{B: {"fleet_api_key": ""}})
     assert run.rc == 0, run.stdout
     assert serves(fleet, B, api_key="") and not fleet[B].exists("%s/%s.env" % (CONFIG_DIR, NAME))
     assert fleet.restore().rc == 0 and serves(fleet, B) and not serves(fleet, B, api_key="")
@@ -326,20 +328,20 @@ def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed
     code, output = fleet.verify()
     assert code == 0, output
     fleet[B].docker("stop", NAME)
-    code, output = fleet.verify()
+    code, output = fleet.verify(hosts=[B])
     assert code != 0 and "%s, instance %s: container is exited" % (B, NAME) in output, output
     # Re-create it by hand with one chip fewer, from its own rendered script, as an operator would on the host.
     script = fleet[B].read_text("%s/%s.sh" % (CONFIG_DIR, NAME))
     lines = [line for line in script.splitlines(True) if "/dev/davinci3:" not in line]
     fleet[B].docker("rm", "-f", NAME)
     fleet[B].exec("sh", "-c", "".join(lines))
-    code, output = fleet.verify()
+    code, output = fleet.verify(hosts=[B])
     assert code != 0, output
     assert re.search(r"%s, instance %s: maps \[[^\]]*\], planned \[[^\]]*/dev/davinci3'" % (
         re.escape(B), re.escape(NAME)), output), output
     restored = fleet.restore()
     assert restored.rc == 0, restored.stdout
-    assert fleet.verify()[0] == 0
+    assert fleet.verify(hosts=[B])[0] == 0
 
 
 PLAN = "%s/plan.json" % CONFIG_DIR
@@ -376,24 +378,24 @@ PLANTED = {
 
 @pytest.fixture(scope="module")
 def planted(pair):
-    """round -> the verify suite's (exit code, output) with that round's faults planted, and "after" -> its
-    verdict once they are taken out again."""
+    """round -> the verify suite's (exit code, output) on the hosts with that round's faults planted, and
+    "after" -> its verdict on the whole pair once they are taken out again."""
     verdicts = {}
-    pair.write()
     for number in sorted({entry[0] for entry in PLANTED.values()}):
+        names = sorted({host for round_, host, _, _ in PLANTED.values() if round_ == number})
         faults = [(pair[host], change) for round_, host, change, _ in PLANTED.values() if round_ == number]
         saved = [(host, {path: host.read_text(path) for path in (PLAN, "%s/%s.sh" % (CONFIG_DIR, NAME))})
                  for host in {host for host, _ in faults}]
         for host, change in faults:
             change(host)
         try:
-            verdicts[number] = pair.verify()
+            verdicts[number] = pair.verify(hosts=names)
         finally:
             for host, files in saved:
                 for path, text in files.items():
                     host.exec("sh", "-c", "cat > %s" % path, input=text)
                 host.docker("update", "--restart", "unless-stopped", NAME)
-    verdicts["after"] = pair.verify()
+    verdicts["after"] = pair.verify(hosts=pair.hosts)
     return verdicts
 
 
@@ -407,7 +409,7 @@ def test_verify_suite_fails_on_each_thing_it_checks(fleet, planted, what):
 
 def test_a_failing_batch_stops_the_rollout_before_the_next_host(fleet, deployed):
     before = container_ids(fleet)
-    run = fleet.play("-e", "'{\"fleet_serial\": 1, \"fleet_max_fail_percentage\": 0}'",
+    run = fleet.play("--tags", "server", "-e", "'{\"fleet_serial\": 1, \"fleet_max_fail_percentage\": 0}'",
                      **{A: {"vllm_server_dtype": "bfloat16"}, B: {"vllm_server_max_model_len": 4096}})
     assert run.rc != 0 and run.failed_hosts() == [A], run.stdout
     assert container_ids(fleet)[B] == before[B] and "4096" not in fleet[B].inspect(NAME)["Args"], (

@@ -13,12 +13,15 @@ import png_images
 from openai_client import ImageChat, image_data_url
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as PORT
-from twin_fleet import DeployedFleet
+from twin_fleet import SMALL_BENCH_PLAY, DeployedFleet
 
 pytestmark = pytest.mark.docker
 DUAL, REMAPPED = "npu-dual", "npu-remap"
 MODEL = "Qwen3-VL-8B-Instruct"
 PER_CARD = {"vllm_server_layout": "per_card"}
+# What each test changes reaches the server phase alone: its runs skip the phases before it (the whole of site.yml
+# runs in the module's deploy).
+SERVER = ("--tags", "server")
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +74,7 @@ def test_a_chip_opens_in_one_container_only_and_a_deploy_names_who_holds_it(flee
         wait_for_log(host, "llm-test", "NPU chips opened: davinci0 davinci1")
         host.docker("start", NAME)
         wait_for_log(host, NAME, "resources are busy")
-        run = fleet.play("--limit", DUAL, **{DUAL: {"vllm_server_max_model_len": 4096}})
+        run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: {"vllm_server_max_model_len": 4096}})
         assert run.rc != 0
         text = failure_text(run, DUAL)
         assert "container llm-test maps /dev/davinci0, /dev/davinci1" in text, text
@@ -95,7 +98,7 @@ def wait_for_log(host, container, text, timeout=60):
 def test_a_missing_mount_source_fails_before_docker_makes_it_an_empty_folder(fleet):
     host = fleet[DUAL]
     before = host.inspect(NAME)["Id"]
-    run = fleet.play("--limit", DUAL, "-e", "fleet_dcmi_dir=/usr/local/dcmi-gone")
+    run = fleet.play(*SERVER, "--limit", DUAL, "-e", "fleet_dcmi_dir=/usr/local/dcmi-gone")
     assert run.rc != 0
     text = failure_text(run, DUAL)
     assert "/usr/local/dcmi-gone (set by fleet_dcmi_dir)" in text, text
@@ -104,7 +107,7 @@ def test_a_missing_mount_source_fails_before_docker_makes_it_an_empty_folder(fle
 
 def test_chips_are_mapped_by_physical_id(fleet):
     """remapped_duo2: NPU 6's chips have logic ids 0, 1 but are /dev/davinci4 and 5."""
-    run = fleet.play("--limit", REMAPPED, **{REMAPPED: PER_CARD})
+    run = fleet.play(*SERVER, "--limit", REMAPPED, **{REMAPPED: PER_CARD})
     assert run.rc == 0, run.stdout
     host = fleet[REMAPPED]
     for instance, nodes in ((NAME + "-npu6", ["davinci4", "davinci5"]), (NAME + "-npu224", ["davinci0", "davinci1"])):
@@ -116,7 +119,7 @@ def test_chips_are_mapped_by_physical_id(fleet):
 
 def test_a_refused_key_fails_at_once_with_the_cause(fleet):
     """vLLM answers /health without the key and 401 on /v1/*: waiting out the ready timeout cannot help."""
-    run = fleet.play("--limit", DUAL, **{DUAL: {"vllm_server_extra_args": ["--api-key", "not-the-fleets-key"],
+    run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: {"vllm_server_extra_args": ["--api-key", "not-the-fleets-key"],
                                                 "vllm_server_ready_timeout": 900}})
     assert run.rc != 0
     text = failure_text(run, DUAL)
@@ -131,7 +134,7 @@ def test_jemalloc_is_preloaded_in_the_container(fleet):
     assert [item for item in environment if item.startswith("LD_PRELOAD=") and "libjemalloc.so.2" in item]
     assert "INFO jemalloc preloaded" in host.docker("logs", NAME).stdout
     wrong = "/usr/lib/jemalloc-not-here/libjemalloc.so.2"
-    run = fleet.play("--limit", DUAL, **{DUAL: {"vllm_server_jemalloc_path": wrong}})
+    run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: {"vllm_server_jemalloc_path": wrong}})
     assert run.rc != 0
     text = failure_text(run, DUAL)
     assert wrong + " is not in the container" in text and "The previous container is serving again" in text, text
@@ -141,12 +144,11 @@ def test_a_large_image_crashes_an_uncapped_engine_and_verify_names_the_crash(fle
     host, key = fleet[DUAL], fleet.api_key()
     capped = chat(host, PORT, key, 2560, 1440)  # the default cap resizes it below what crashes the engine
     assert capped.status_code == 200, capped.text
-    run = fleet.play("--limit", DUAL, **{DUAL: {"vllm_server_max_pixels": 0}})
+    run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: {"vllm_server_max_pixels": 0}})
     assert run.rc == 0, run.stdout
     crashed = chat(host, PORT, key, 2560, 1440)
     assert crashed.status_code == 500 and "EngineCore encountered an issue" in crashed.text, crashed.text
-    fleet.write(**{DUAL: {"vllm_server_max_pixels": 0}})
-    code, output = fleet.verify()
+    code, output = fleet.verify(hosts=[DUAL], **{DUAL: {"vllm_server_max_pixels": 0}})
     assert code != 0 and "instance %s: crashed and was restarted by Docker" % NAME in output, output
     assert fleet.restore().rc == 0
     assert chat(host, PORT, key, 2560, 1440).status_code == 200
@@ -154,7 +156,7 @@ def test_a_large_image_crashes_an_uncapped_engine_and_verify_names_the_crash(fle
 
 def test_per_card_instances_on_one_numa_node_get_disjoint_cpus(fleet):
     """Without a cpuset each container sees every CPU of the node, and vLLM-Ascend pins both to the same cores."""
-    run = fleet.play("--limit", DUAL, **{DUAL: PER_CARD})
+    run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: PER_CARD})
     assert run.rc == 0, run.stdout
     host, allowed = fleet[DUAL], []
     for instance in (NAME + "-npu3", NAME + "-npu7"):
@@ -170,7 +172,7 @@ def test_per_card_instances_on_one_numa_node_get_disjoint_cpus(fleet):
 def test_a_hosts_instances_load_together(fleet):
     """Every per_card container is started before the first of them has loaded."""
     slow = {"VLLM_TWIN_SPEED": "40", "VLLM_TWIN_LOAD_S": "1200"}  # 30 s each on the twin
-    run = fleet.play("--limit", DUAL, **{DUAL: dict(PER_CARD, vllm_server_extra_env=slow)})
+    run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: dict(PER_CARD, vllm_server_extra_env=slow)})
     assert run.rc == 0, run.stdout
     host = fleet[DUAL]
     started, ready = [], []
@@ -195,7 +197,7 @@ def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_
     before = {name: fleet[name].inspect(NAME)["Id"] for name in (DUAL, REMAPPED)}
     model_answers("bang")
     try:
-        run = fleet.play()
+        run = fleet.play(*SERVER)
         assert run.rc != 0
         text = failure_text(run, REMAPPED)
         assert "%s on %s does not serve" % (NAME, REMAPPED) in text and "is degenerate" in text, text
@@ -210,7 +212,7 @@ def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_
         assert "is degenerate" in output
 
         reports = tmp_path / "reports"
-        run = fleet.play("--limit", REMAPPED, "-e", "vllm_bench_reports_dir=%s" % reports,
+        run = fleet.play("--limit", REMAPPED, "-e", "vllm_bench_reports_dir=%s" % reports, *SMALL_BENCH_PLAY,
                          playbook="playbooks/benchmark.yml")
         assert run.rc == 0, run.stdout
         (report_dir,) = list(reports.iterdir())
@@ -218,14 +220,14 @@ def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_
         assert summary["answers_failed"] == [{"host": REMAPPED, "instance": NAME}]
         assert summary["recommended"] == [], "garbage was recommended"
         rows = (report_dir / "results.csv").read_text().splitlines()
-        assert len(rows) == 1 + 12 and all(row.endswith(",failed") for row in rows[1:]), rows[:2]
+        assert len(rows) == 1 + 4 and all(row.endswith(",failed") for row in rows[1:]), rows[:2]
 
         model_answers("wrong")
-        run = fleet.play("--limit", REMAPPED)
+        run = fleet.play(*SERVER, "--limit", REMAPPED)
         assert run.rc != 0
         text = failure_text(run, REMAPPED)
         assert "the answer check (known) failed" in text and "There are 5 squares." in text, text
         assert "expected 3 (or three)" in text, text
-        assert fleet.play("--limit", REMAPPED, "-e", "fleet_answer_check=sane").rc == 0
+        assert fleet.play(*SERVER, "--limit", REMAPPED, "-e", "fleet_answer_check=sane").rc == 0
     finally:
         host.exec("rm", "-f", answers)  # healthy again: the container itself was never changed

@@ -14,13 +14,11 @@ import uuid
 import pytest
 
 from conftest import REPO, venv_tool
+from twin_fleet import SMALL_BENCH_CLI
 
 pytestmark = pytest.mark.docker
 A, B = "npu-a", "npu-b"
 PLAN_FILE = "/etc/vllm-ascend/plan.json"  # fleet_plan_file's default, as on a real host
-# A smaller matrix for the runs that only check the output's form: 2 image sizes x 1 length x 2 concurrency.
-SMALL = {"small": {"image_sizes": ["640x480", "1280x720"], "max_tokens": [32], "concurrency": [1, 4],
-                   "requests_per_group": 4}}
 # A guard against a hung run, not a measurement.
 PATIENCE_S = 600
 DURATION = r"\d+s|\d+m(\d\ds)?|\d+h(\d\dm)?"
@@ -148,7 +146,7 @@ def test_the_playbook_prints_no_retry_line_and_one_line_per_group_change(fleet, 
 
 
 def test_a_pipe_gets_no_line_twice(fleet, instances, tmp_path):
-    command = cli_command(fleet, tmp_path, "--preset", "small", "-e", "vllm_bench_presets=%s" % json.dumps(SMALL))
+    command = cli_command(fleet, tmp_path, *SMALL_BENCH_CLI)
     result = subprocess.run(command, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             universal_newlines=True, timeout=PATIENCE_S, check=False)
     assert result.returncode == 0, result.stdout

@@ -43,7 +43,7 @@ def test_verify_follows_a_layout_given_on_the_command_line(fleet):
     run = fleet.play("--limit", HOST, "-e", "vllm_server_layout=per_card")
     assert run.rc == 0, run.stdout
     assert [i["name"] for i in plan(fleet)["instances"]] == [NAME + "-npu6", NAME + "-npu224"]
-    code, output = fleet.verify()
+    code, output = fleet.verify(hosts=[HOST])
     assert code == 0, output
     assert fleet.restore().rc == 0 and [i["name"] for i in plan(fleet)["instances"]] == [NAME]
 
@@ -57,7 +57,7 @@ def test_a_card_gone_bad_is_planned_out_even_when_only_the_server_phase_runs(fle
     profile_path.write_text(json.dumps(profile))
     try:
         run = fleet.play("--tags", "server", "--limit", HOST, preflight=True)
-        code, output = fleet.verify()
+        code, output = fleet.verify(hosts=[HOST])
     finally:
         profile_path.write_text(healthy)
     assert run.rc == 0, run.stdout

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO
 from twin_fleet import DEFAULT_CONTAINER as NAME
-from twin_fleet import command_lines
+from twin_fleet import SMALL_BENCH_CLI, command_lines
 
 pytestmark = pytest.mark.docker
 HOST = "npu-b"  # of the shared pair
@@ -53,7 +53,8 @@ def test_deploy_verify_and_bench_keep_the_key_to_the_env_files(fleet, tmp_path):
     assert code == 0, verify_output
     reports = tmp_path / "reports"
     code, bench_output, bench_commands = cli_watching_processes(
-        "bench", "-i", inventory, "-l", HOST, "--preset", "quick", "-e", "vllm_bench_reports_dir=%s" % reports)
+        "bench", "-i", inventory, "-l", HOST, *SMALL_BENCH_CLI, "-e",
+        "vllm_bench_reports_dir=%s" % reports)
     assert code == 0, bench_output
 
     for output in (deploy_output, verify_output, bench_output):
