@@ -75,28 +75,27 @@ class PlayFleet:
         """The key the fleet role generated for this inventory on the first run (fleet_api_key_file)."""
         return (self.inventory.parent / "credentials" / "api-key").read_text().strip()
 
-    def verify_command(self):
-        """The verify suite, run exactly as an operator runs it against an inventory."""
+    def verify_command(self, hosts=None, **overrides):
+        """The verify suite, run exactly as an operator runs it against an inventory: the one the last run wrote,
+        or one with the hosts named (with overrides, as for write), so that a test that changed one host checks
+        that host alone."""
+        if hosts:
+            self.write(hosts, **overrides)
         return [sys.executable, "-m", "pytest", "tests/verify", "--hosts=ansible://ascend",
                 "--ansible-inventory=%s" % self.inventory, "-p", "no:cacheprovider", "-q"]
 
     def verify(self, hosts=None, **overrides):
-        """(exit code, output) of the verify suite, on the inventory the last run wrote, or on the hosts named
-        (with overrides, as for write): a test that changed one host checks that host alone."""
-        if hosts:
-            self.write(hosts, **overrides)
-        result = subprocess.run(self.verify_command(), cwd=str(REPO), stdout=subprocess.PIPE,
+        """(exit code, output) of the verify suite; hosts and overrides as for verify_command."""
+        result = subprocess.run(self.verify_command(hosts, **overrides), cwd=str(REPO), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, universal_newlines=True, timeout=600, check=False)
         return result.returncode, result.stdout
 
     def verify_watching_processes(self, hosts=None, **overrides):
         """(exit code, output, every command line seen on this machine while the verify suite ran); hosts and
-        overrides as for verify."""
-        if hosts:
-            self.write(hosts, **overrides)
+        overrides as for verify_command."""
         seen = set()
         with tempfile.TemporaryFile("w+") as output, subprocess.Popen(
-                self.verify_command(), cwd=str(REPO), stdout=output, stderr=subprocess.STDOUT,
+                self.verify_command(hosts, **overrides), cwd=str(REPO), stdout=output, stderr=subprocess.STDOUT,
                 universal_newlines=True) as suite:
             while suite.poll() is None:
                 seen.update(command_lines())

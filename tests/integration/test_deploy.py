@@ -382,8 +382,9 @@ def planted(pair):
     "after" -> its verdict on the whole pair once they are taken out again."""
     verdicts = {}
     for number in sorted({entry[0] for entry in PLANTED.values()}):
-        names = sorted({host for round_, host, _, _ in PLANTED.values() if round_ == number})
-        faults = [(pair[host], change) for round_, host, change, _ in PLANTED.values() if round_ == number]
+        planted_now = [(host, change) for round_, host, change, _ in PLANTED.values() if round_ == number]
+        names = sorted({host for host, _ in planted_now})
+        faults = [(pair[host], change) for host, change in planted_now]
         saved = [(host, {path: host.read_text(path) for path in (PLAN, "%s/%s.sh" % (CONFIG_DIR, NAME))})
                  for host in {host for host, _ in faults}]
         for host, change in faults:
