@@ -3,11 +3,13 @@
 Run it the way testinfra runs against any inventory, from the repository root:
   pytest tests/verify --hosts='ansible://ascend' --ansible-inventory=inventory/<site>/hosts.yml
 """
-import contextlib
 import json
+import os
 import pathlib
+import subprocess
 import sys
 import tempfile
+import urllib.parse
 
 import pytest
 import yaml
@@ -16,6 +18,7 @@ from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+READ_PLAYBOOK = pathlib.Path(__file__).resolve().parent / "read.yml"
 
 # Roles whose defaults decide what a host runs, in the order the playbooks apply them.
 ROLES = ("fleet", "ascend_preflight", "docker_runtime", "vllm_image", "model_weights", "vllm_server")
@@ -47,53 +50,68 @@ def trusted(value):
     return value
 
 
+class FleetReads:
+    """What read.yml found on each host, read once for all the hosts the suite checks (one playbook run for the
+    fleet), or for a host alone when the suite's host list does not name it as a pattern."""
+
+    def __init__(self, inventory_file, host_specs):
+        self.inventory_file = inventory_file
+        self.patterns = [urllib.parse.urlsplit(spec).netloc for spec in host_specs
+                         if urllib.parse.urlsplit(spec).scheme == "ansible"]
+        self.found = {}
+
+    def of(self, name):
+        if not self.found and self.patterns:
+            self.found.update(self.read(self.patterns))
+        if name not in self.found:
+            self.found.update(self.read([name]))
+        return self.found[name]
+
+    def read(self, patterns):
+        """host -> the last result read.yml left for it: what it read, or why it could not."""
+        with tempfile.TemporaryDirectory(prefix="verify-read-") as tree:
+            run = subprocess.run(
+                [sys.executable, "-m", "ansible", "playbook", "-i", self.inventory_file, str(READ_PLAYBOOK),
+                 "--limit", ",".join(patterns)], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                universal_newlines=True, check=False,
+                env=dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.tree", ANSIBLE_CALLBACK_TREE_DIR=tree))
+            found = {path.name: json.loads(path.read_text()) for path in pathlib.Path(tree).iterdir()}
+        if not found:
+            pytest.fail("could not read the hosts %s: %s" % (",".join(patterns), run.stdout[-2000:]))
+        return found
+
+
 class Deployment:
     """One host's expected state, and helpers to read its actual state."""
 
-    def __init__(self, host):
+    def __init__(self, host, fleet_reads):
         self.host = host
         self.name = host.backend.get_hostname()
         self.setting = expected_settings(host.ansible.get_variables(), host.backend.ansible_runner.inventory_file)
-        facts = host.ansible("npu_facts", self.fleet_arguments(NPU_FACTS_OPTIONS))
-        self.ascend = facts["ansible_facts"]["ascend"]
-        self.plan = self.read_plan()
-
-    def fleet_arguments(self, options):
-        """key=value arguments of a module whose options the fleet settings name fleet_<option>."""
-        return " ".join("%s=%s" % (option, json.dumps(str(self.setting("fleet_" + option)))) for option in options)
-
-    def read_plan(self):
-        """The plan as the deploy recorded it, read and checked on the host by the roles' own reader."""
-        path = self.setting("fleet_plan_file")
-        read = self.host.ansible("vllm_plan_info", "path=%s host=%s" % (json.dumps(path), json.dumps(self.name)))
-        assert read["plan"] is not None, "%s: no serving plan at %s: deploy first (ansible-playbook site.yml)" % (
-            self.name, path)
-        return read["plan"]
+        result = fleet_reads.of(self.name)
+        read = result.get("verify_read")
+        assert read is not None, "%s: could not be read (%s): %s" % (
+            self.name, "unreachable" if result.get("unreachable") else "a read failed", result.get("msg"))
+        self.ascend = read["ascend"]
+        self.plan = read["plan"]
+        assert self.plan is not None, "%s: no serving plan at %s: deploy first (ansible-playbook site.yml)" % (
+            self.name, read["plan_file"])
+        self.probes = read["probes"]
 
     def instances(self):
         return self.plan["instances"]
-
-    @contextlib.contextmanager
-    def api_key_file(self):
-        """A file holding the fleet's API key, readable by this user only, removed after use; None: no key."""
-        key = self.setting("fleet_api_key")
-        if not key:
-            yield None
-            return
-        with tempfile.NamedTemporaryFile("w", prefix="verify-key-") as handle:  # created with mode 0600
-            handle.write(key)
-            handle.flush()
-            yield handle.name
 
     def container(self, name):
         result = self.host.run("%s container inspect %s" % (self.setting("fleet_docker_bin"), name))
         return json.loads(result.stdout)[0] if result.rc == 0 else None
 
 
-# npu_facts options the fleet settings give (fleet_npu_smi, ...); the rest keep the module's defaults.
-NPU_FACTS_OPTIONS = ("npu_smi", "driver_home", "firmware_home", "install_info", "dev_dir")
+@pytest.fixture(scope="session")
+def fleet_reads(request):
+    option = request.config.option
+    return FleetReads(option.ansible_inventory, (option.hosts or "").split(","))
 
 
 @pytest.fixture(scope="module")
-def deployment(host):
-    return Deployment(host)
+def deployment(host, fleet_reads):
+    return Deployment(host, fleet_reads)
