@@ -135,7 +135,7 @@ def test_a_replacement_interrupted_while_waiting_is_put_back_by_the_next_run(fle
     assert bad != good
     host.exec("sh", "-c", "cat > %s && sh %s" % (script, script), input=bad)
 
-    run = fleet.play("--limit", B, **{B: {"vllm_server_dtype": "bfloat16"}})  # the same bad change, run again
+    run = fleet.play("--tags", "server", "--limit", B, **{B: {"vllm_server_dtype": "bfloat16"}})  # the same, again
     assert run.rc != 0 and run.failed_hosts() == [B]
     assert "The previous container is serving again" in failure_text(run, B)
     assert serves(fleet, B) and host.inspect(NAME + "-previous") is None
@@ -151,7 +151,7 @@ def test_a_previous_container_that_no_longer_serves_is_reported_as_such(fleet, d
     shard = fleet[B].root / "data/models" / MODEL / "model-00004-of-00004.safetensors"
     os.rename(shard, str(shard) + ".away")
     try:
-        run = fleet.play("--limit", B, "--skip-tags", "model", **{B: {"vllm_server_max_model_len": 4096}})
+        run = fleet.play("--tags", "server", "--limit", B, **{B: {"vllm_server_max_model_len": 4096}})
     finally:
         os.rename(str(shard) + ".away", shard)
     assert run.rc != 0 and run.failed_hosts() == [B]
@@ -165,7 +165,7 @@ def test_a_previous_container_that_no_longer_serves_is_reported_as_such(fleet, d
 
 
 def test_per_card_layout_runs_one_instance_per_card(fleet, deployed):
-    run = fleet.play("--limit", A, **{A: {"vllm_server_layout": "per_card"}})
+    run = fleet.play("--tags", "server", "--limit", A, **{A: {"vllm_server_layout": "per_card"}})
     assert run.rc == 0, run.stdout
     assert fleet[A].inspect(NAME) is None, "the single-layout container must be gone"
     for index, npu_id in enumerate([1, 2, 4, 5]):
@@ -428,7 +428,7 @@ def test_an_offline_archive_is_loaded_where_the_image_is_absent(fleet, deployed,
         docker("save", "-o", str(archive), offline)
     finally:
         docker("rmi", offline, source)
-    offline_run = ("--limit", B, "-e", "fleet_image_version=v0.18.0rc1-offline",
+    offline_run = ("--tags", "image,server", "--limit", B, "-e", "fleet_image_version=v0.18.0rc1-offline",
                    "-e", "vllm_image_offline_tarball=%s" % archive)
     run = fleet.play(*offline_run)
     assert run.rc == 0, run.stdout
