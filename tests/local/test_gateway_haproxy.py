@@ -32,6 +32,7 @@ class Instance(http.server.BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     release = threading.Event()
+    seen = []  # every request but the health checks, as (method, path)
 
     def log_message(self, *args):
         pass
@@ -49,15 +50,26 @@ class Instance(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_POST(self):
+        # As vLLM 0.18 answers them, with no key asked: a chat completion (SageMaker's route) and token ids.
+        self.seen.append(("POST", self.path))
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path in ("/invocations", "/tokenize"):
+            self.answer(b'{"choices": [{"message": {"content": "an answer without the key"}}]}')
+        else:
+            self.send_error(404)
+
     def do_GET(self):
+        if self.path != "/health":
+            self.seen.append(("GET", self.path))
         if self.path == "/health":
             self.answer(b"")
-        elif self.path == "/held":
+        elif self.path == "/v1/held":
             self.release.wait(30)
             self.answer(b"{}")
-        elif self.path == "/authorization":
+        elif self.path == "/v1/authorization":
             self.answer(json.dumps(self.headers.get("Authorization")).encode())
-        elif self.path == "/stream":
+        elif self.path == "/v1/stream":
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
@@ -202,7 +214,7 @@ def get(port, path, headers=None, timeout=10):
 def hold_a_request(haproxy):
     """A request held by npu-a through the gateway, in a thread; returns once HAProxy counts its session."""
     answers = []
-    thread = threading.Thread(target=lambda: answers.append(get(haproxy["port"], "/held", timeout=40)[1].status),
+    thread = threading.Thread(target=lambda: answers.append(get(haproxy["port"], "/v1/held", timeout=40)[1].status),
                               daemon=True)
     thread.start()
     deadline = time.time() + 10
@@ -215,11 +227,30 @@ def hold_a_request(haproxy):
 def test_health_needs_no_key_and_the_authorization_header_reaches_the_instance_untouched(gateway_on):
     assert get(gateway_on["port"], "/health")[1].status == 200
     key = "Bearer sk-fleet-key-0123"
-    assert json.loads(get(gateway_on["port"], "/authorization", {"Authorization": key})[1].read()) == key
+    assert json.loads(get(gateway_on["port"], "/v1/authorization", {"Authorization": key})[1].read()) == key
+
+
+# (method, path, what the instance itself answers): vLLM 0.18 answers the first two without the key, and a
+# server that merges leading slashes (as this one does) the third.
+OUTSIDE_THE_API = [("POST", "/invocations", 200), ("POST", "/tokenize", 200), ("POST", "//invocations", 200),
+                   ("GET", "/metrics", 404), ("GET", "/V1/models", 404)]
+
+
+@pytest.mark.parametrize("method, path, direct_status", OUTSIDE_THE_API)
+def test_paths_outside_the_openai_api_are_refused_before_any_instance(gateway_on, method, path, direct_status):
+    body = json.dumps({"messages": [{"role": "user", "content": "hello"}]})
+    direct = http.client.HTTPConnection("127.0.0.1", gateway_on["instance_port"], timeout=10)
+    direct.request(method, path, body=body)
+    assert direct.getresponse().status == direct_status
+    seen = len(Instance.seen)
+    through = http.client.HTTPConnection("127.0.0.1", gateway_on["port"], timeout=10)
+    through.request(method, path, body=body)
+    assert through.getresponse().status == 403
+    assert Instance.seen[seen:] == [], "the gateway passed %s %s on" % (method, path)
 
 
 def test_a_stream_is_passed_through_as_it_comes(gateway_on):
-    connection, response = get(gateway_on["port"], "/stream", timeout=5)
+    connection, response = get(gateway_on["port"], "/v1/stream", timeout=5)
     # The instance holds the rest of the stream: the first event arrives only if nothing buffers the answer.
     assert response.status == 200 and response.fp.readline() == b"data: first\n"
     Instance.release.set()
