@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3 -IS
 """npu-smi emulator for the twin: prints what a real Ascend 310P host prints.
 
 The twin installs this file as ``<host root>/usr/local/bin/npu-smi``. Its host profile is the JSON file
@@ -26,7 +26,8 @@ two-socket Kunpeng 920 with 4 NUMA nodes of 24 CPUs; a card's ``numa_node`` defa
 falls in when the 256 buses are split evenly over the nodes, as a 910B3 host's topo sample shows (buses 0x01,
 0x41, 0x81, 0xC1 on nodes 0, 2, 4, 6 of 8). So cards on buses 0x01 and 0x02 share node 0. A chip's CPU affinity
 is its card's node's CPUs.
-Standard library only, Python 3.8 syntax: it also runs inside the stand-in image and on old hosts.
+Standard library only, Python 3.8 syntax: it also runs inside the stand-in image and on old hosts. It starts with
+-IS (no site, no user paths): a fact gathering calls it about twenty times, and it needs nothing site would add.
 """
 import json
 import os

@@ -7,13 +7,18 @@ playbooks do or see changes here, only how long it takes. Loaded at start-up fro
 
 Only root writes the cache, in its own home as Ansible keeps its working files there (the playbooks' tasks run as
 root), so no other user's code is run as root's.
+
+Every Python program on a twin host loads this (npu-smi's emulator about twenty times per fact gathering), so it
+imports only what start-up has already loaded: the import system's own modules, not importlib.util.
 """
 
+import _frozen_importlib_external
 import _imp
 import marshal
 import os
 import zipimport
-from importlib.util import MAGIC_NUMBER
+
+MAGIC_NUMBER = _frozen_importlib_external.MAGIC_NUMBER
 
 CACHE_DIR = "/root/.cache/zip-bytecode"
 _compile_source = zipimport._compile_source
