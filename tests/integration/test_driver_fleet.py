@@ -1,31 +1,66 @@
 """playbooks/driver.yml on a twin fleet: a 24.1.rc2 host and a host without a driver go to 25.5.2 / 7.8.0.7.220
 in one run and are rebooted, a host on the release is left alone, a host where someone else's container holds a
 chip is refused by that container's name, a host whose package fails stops with the installer's words; check mode
-only shows the plan; site.yml then serves on the three."""
+only shows the plan; site.yml then serves on the three.
+
+The 24.1.rc2 host serves behind a gateway before the change: its instance is drained on the gateway and stopped
+before the packages run, put back on the gateway after, and site.yml starts it again."""
 import json
 import platform
+import time
 import urllib.request
 
 import pytest
 
 from twin import hdk
-from twin_fleet import DEFAULT_PORT, PlayFleet
+from twin_fleet import DEFAULT_CONTAINER, DEFAULT_PORT, PlayFleet
 
 pytestmark = pytest.mark.docker
 GOOD, OLD, FRESH, HELD, BROKEN = "drv-good", "drv-old", "drv-fresh", "drv-held", "drv-broken"
+GATEWAY = "drv-gateway"
 DRIVER, FIRMWARE = "25.5.2", "7.8.0.7.220"
+BACKEND = "vllm_instances"
+STATS = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
+         "s.sendall(b'show servers state %s\\n'); print(s.makefile().read())" % BACKEND)
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     fleet = PlayFleet(tmp_path_factory.mktemp("driver"),
                       {GOOD: "duo2", OLD: "driver_24_1_rc2", FRESH: "fresh", HELD: "chip_container",
-                       BROKEN: "driver_24_1_rc2"})
+                       BROKEN: "driver_24_1_rc2", GATEWAY: "gateway"})
     # Its driver package will fail as a DKMS build does (tests/twin/hdk.py reads `fail` from the host's hardware).
     hardware = fleet[BROKEN].root / hdk.STATE_DIR / hdk.HARDWARE_FILE
     hardware.write_text(json.dumps(dict(json.loads(hardware.read_text()), fail="driver")))
+    # The 24.1.rc2 host deployed without preflight, as a fleet that ran before preflight refused 24.x.
+    run = fleet.play("--limit", ",".join([OLD, GATEWAY]))
+    assert run.rc == 0, run.stdout
+    assert models(fleet)["data"], "the gateway serves before the change"
     yield fleet
     fleet.down()
+
+
+@pytest.fixture(scope="module")
+def upgrade(fleet):
+    """The one driver.yml run that brings the fleet to the release: (each host's boot id before it, the run)."""
+    before = {name: boot_id(fleet[name]) for name in fleet.hosts}
+    return before, fleet.play(playbook="playbooks/driver.yml")
+
+
+def admin_state(fleet):
+    """The instance's administrative state on the gateway (HAProxy's srv_admin_state: 0 ready, 8 drain)."""
+    lines = fleet[GATEWAY].exec("python3", "-c", STATS).stdout.splitlines()
+    header = lines[1].lstrip("# ").split()
+    (row,) = [dict(zip(header, line.split())) for line in lines[2:] if line.strip()]
+    return int(row["srv_admin_state"])
+
+
+def models(fleet):
+    """The gateway's /v1/models answer, asked with the fleet's key."""
+    request = urllib.request.Request(fleet[GATEWAY].url(8080) + "/v1/models",
+                                     headers={"Authorization": "Bearer %s" % fleet.api_key()})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)
 
 
 def boot_id(host):
@@ -87,9 +122,8 @@ def test_a_driver_and_firmware_of_two_releases_are_refused_before_any_host_is_to
     assert run.results("Gather the host's OS, kernel and mounts") == {}
 
 
-def test_one_run_brings_both_hosts_to_the_release_and_reboots_only_them(fleet):
-    before = {name: boot_id(fleet[name]) for name in fleet.hosts}
-    run = fleet.play(playbook="playbooks/driver.yml")
+def test_one_run_brings_both_hosts_to_the_release_and_reboots_only_them(fleet, upgrade):
+    before, run = upgrade
     assert run.failed_hosts() == [BROKEN, HELD], run.stdout
     assert "Refused on %s, nothing changed" % HELD in run.stdout
     assert "container npu-exporter (image npu-exporter:twin) maps /dev/davinci0" in run.stdout
@@ -117,6 +151,17 @@ def test_one_run_brings_both_hosts_to_the_release_and_reboots_only_them(fleet):
     assert fleet[HELD].inspect("npu-exporter")["State"]["Running"]
 
 
+def test_the_serving_host_is_drained_and_stopped_before_its_packages_then_put_back_on_the_gateway(fleet, upgrade):
+    _, run = upgrade
+    drained = run.results("Stop sending new requests to the instances")
+    assert drained[OLD]["_event"] == "runner_on_ok" and drained[OLD]["changed"], drained
+    assert run.results("Stop the instances")[OLD]["changed"]
+    container = fleet[OLD].inspect(DEFAULT_CONTAINER)
+    assert container is not None and not container["State"]["Running"]
+    # Put back: ready again on the gateway, out of rotation only by its failing health checks.
+    assert admin_state(fleet) == 0
+
+
 def test_a_second_run_changes_nothing(fleet):
     before = {name: boot_id(fleet[name]) for name in fleet.hosts}
     run = fleet.play("--limit", ",".join([GOOD, OLD, FRESH]), playbook="playbooks/driver.yml")
@@ -132,3 +177,13 @@ def test_site_then_serves_on_every_fixed_host(fleet):
             assert response.status == 200
         plan = json.loads(fleet[name].read_text("/etc/vllm-ascend/plan.json"))
         assert plan["instances"], plan
+    # The instance stopped for the driver change serves through the gateway again, once its health checks pass.
+    deadline = time.time() + 30
+    while True:
+        try:
+            assert models(fleet)["data"]
+            break
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(1)

@@ -105,18 +105,6 @@ def test_a_missing_mount_source_fails_before_docker_makes_it_an_empty_folder(fle
     assert host.inspect(NAME)["Id"] == before and not host.exists("/usr/local/dcmi-gone")
 
 
-def test_chips_are_mapped_by_physical_id(fleet):
-    """remapped_duo2: NPU 6's chips have logic ids 0, 1 but are /dev/davinci4 and 5."""
-    run = fleet.play(*SERVER, "--limit", REMAPPED, **{REMAPPED: PER_CARD})
-    assert run.rc == 0, run.stdout
-    host = fleet[REMAPPED]
-    for instance, nodes in ((NAME + "-npu6", ["davinci4", "davinci5"]), (NAME + "-npu224", ["davinci0", "davinci1"])):
-        mapped = sorted(d["PathOnHost"] for d in host.inspect(instance)["HostConfig"]["Devices"]
-                        if re.search(r"/davinci\d+$", d["PathOnHost"]))
-        assert mapped == ["/dev/" + node for node in nodes], (instance, mapped)
-    assert fleet.restore().rc == 0
-
-
 def test_a_refused_key_fails_at_once_with_the_cause(fleet):
     """vLLM answers /health without the key and 401 on /v1/*: waiting out the ready timeout cannot help."""
     run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: {"vllm_server_extra_args": ["--api-key", "not-the-fleets-key"],
@@ -154,34 +142,53 @@ def test_a_large_image_crashes_an_uncapped_engine_and_verify_names_the_crash(fle
     assert chat(host, PORT, key, 2560, 1440).status_code == 200
 
 
-def test_per_card_instances_on_one_numa_node_get_disjoint_cpus(fleet):
-    """Without a cpuset each container sees every CPU of the node, and vLLM-Ascend pins both to the same cores."""
-    run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: PER_CARD})
-    assert run.rc == 0, run.stdout
-    host, allowed = fleet[DUAL], []
-    for instance in (NAME + "-npu3", NAME + "-npu7"):
-        assert host.inspect(instance)["HostConfig"]["CpusetCpus"], instance
-        # What the server itself was allowed, as its CPU binding recorded it.
-        record = json.loads(host.read_text("/var/cache/vllm-ascend/vllm-twin/cpus/%s.json"
-                                           % "-".join(opened_chips(host, instance))))
-        allowed.append(set(record["allowed"]))
-    assert allowed[0] and allowed[1] and not allowed[0] & allowed[1], allowed
-    assert fleet.restore().rc == 0
+@pytest.fixture(scope="class")
+def switched(deployed):
+    """Both hosts switched to per_card in one server-phase run, npu-dual's instances loading slowly, for the tests
+    of TestPerCard, which only read what the switch made; put back after them."""
+    with deployed.guarded():
+        slow = {"VLLM_TWIN_SPEED": "40", "VLLM_TWIN_LOAD_S": "1200"}  # 30 s each on the twin
+        run = deployed.play(*SERVER, "--limit", "%s,%s" % (DUAL, REMAPPED),
+                            **{DUAL: dict(PER_CARD, vllm_server_extra_env=slow), REMAPPED: PER_CARD})
+        assert run.rc == 0, run.stdout
+        yield deployed
+        assert deployed.restore().rc == 0
 
 
-def test_a_hosts_instances_load_together(fleet):
-    """Every per_card container is started before the first of them has loaded."""
-    slow = {"VLLM_TWIN_SPEED": "40", "VLLM_TWIN_LOAD_S": "1200"}  # 30 s each on the twin
-    run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: dict(PER_CARD, vllm_server_extra_env=slow)})
-    assert run.rc == 0, run.stdout
-    host = fleet[DUAL]
-    started, ready = [], []
-    for instance in (NAME + "-npu3", NAME + "-npu7"):
-        started.append(host.inspect(instance)["State"]["StartedAt"][:26])
-        lines = host.docker("logs", "--timestamps", instance).stdout.splitlines()
-        ready.append(next(line.split()[0][:26] for line in lines if "Starting vLLM API server" in line))
-    assert max(started) < min(ready), (started, ready)
-    assert fleet.restore().rc == 0
+class TestPerCard:
+    """What one switch of both hosts to per_card makes: chips by physical id, CPUs of one node shared out,
+    instances loading together."""
+
+    def test_chips_are_mapped_by_physical_id(self, switched):
+        """remapped_duo2: NPU 6's chips have logic ids 0, 1 but are /dev/davinci4 and 5."""
+        host = switched[REMAPPED]
+        for instance, nodes in ((NAME + "-npu6", ["davinci4", "davinci5"]),
+                                (NAME + "-npu224", ["davinci0", "davinci1"])):
+            mapped = sorted(d["PathOnHost"] for d in host.inspect(instance)["HostConfig"]["Devices"]
+                            if re.search(r"/davinci\d+$", d["PathOnHost"]))
+            assert mapped == ["/dev/" + node for node in nodes], (instance, mapped)
+
+    def test_per_card_instances_on_one_numa_node_get_disjoint_cpus(self, switched):
+        """Without a cpuset each container sees every CPU of the node, and vLLM-Ascend pins both to the same
+        cores."""
+        host, allowed = switched[DUAL], []
+        for instance in (NAME + "-npu3", NAME + "-npu7"):
+            assert host.inspect(instance)["HostConfig"]["CpusetCpus"], instance
+            # What the server itself was allowed, as its CPU binding recorded it.
+            record = json.loads(host.read_text("/var/cache/vllm-ascend/vllm-twin/cpus/%s.json"
+                                               % "-".join(opened_chips(host, instance))))
+            allowed.append(set(record["allowed"]))
+        assert allowed[0] and allowed[1] and not allowed[0] & allowed[1], allowed
+
+    def test_a_hosts_instances_load_together(self, switched):
+        """Every per_card container is started before the first of them has loaded."""
+        host = switched[DUAL]
+        started, ready = [], []
+        for instance in (NAME + "-npu3", NAME + "-npu7"):
+            started.append(host.inspect(instance)["State"]["StartedAt"][:26])
+            lines = host.docker("logs", "--timestamps", instance).stdout.splitlines()
+            ready.append(next(line.split()[0][:26] for line in lines if "Starting vLLM API server" in line))
+        assert max(started) < min(ready), (started, ready)
 
 
 def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_serve(fleet, tmp_path):
