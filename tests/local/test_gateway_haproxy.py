@@ -205,9 +205,10 @@ def server_state(haproxy, server="npu-a:vllm-ascend", **args):
     return run_module("haproxy_server", socket=haproxy["socket"], backend=BACKEND, server=server, **args)
 
 
-def get(port, path, headers=None, timeout=10):
+def get(port, path, headers=None, timeout=10, method="GET", body=None):
+    """(connection, response) of one request to a port on this machine; GET unless told otherwise."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    connection.request("GET", path, headers=headers or {})
+    connection.request(method, path, body=body, headers=headers or {})
     return connection, connection.getresponse()
 
 
@@ -239,13 +240,9 @@ OUTSIDE_THE_API = [("POST", "/invocations", 200), ("POST", "/tokenize", 200), ("
 @pytest.mark.parametrize("method, path, direct_status", OUTSIDE_THE_API)
 def test_paths_outside_the_openai_api_are_refused_before_any_instance(gateway_on, method, path, direct_status):
     body = json.dumps({"messages": [{"role": "user", "content": "hello"}]})
-    direct = http.client.HTTPConnection("127.0.0.1", gateway_on["instance_port"], timeout=10)
-    direct.request(method, path, body=body)
-    assert direct.getresponse().status == direct_status
+    assert get(gateway_on["instance_port"], path, method=method, body=body)[1].status == direct_status
     seen = len(Instance.seen)
-    through = http.client.HTTPConnection("127.0.0.1", gateway_on["port"], timeout=10)
-    through.request(method, path, body=body)
-    assert through.getresponse().status == 403
+    assert get(gateway_on["port"], path, method=method, body=body)[1].status == 403
     assert Instance.seen[seen:] == [], "the gateway passed %s %s on" % (method, path)
 
 

@@ -2,6 +2,7 @@
 names, what it found on each, and why a host could not be read."""
 import json
 import sys
+import time
 
 import pytest
 from verify.conftest import FleetReads
@@ -47,3 +48,37 @@ def test_a_host_not_named_by_a_pattern_is_read_alone(inventory):
 
     assert reads.of("localhost")["verify_read"]["plan"] is None
     assert reads.runs == [["localhost"]]
+
+
+def test_a_host_that_never_answers_ends_the_read_at_its_bound_naming_it(inventory, tmp_path):
+    hanging = tmp_path / "python-that-hangs"
+    pid_file = tmp_path / "hanging.pid"
+    hanging.write_text("#!/bin/sh\necho $$ > %s\nexec sleep 600\n" % pid_file)
+    hanging.chmod(0o755)
+    hosts = json.loads(open(inventory).read())
+    hosts["all"]["children"]["ascend"]["hosts"]["localhost"]["ansible_python_interpreter"] = str(hanging)
+    with open(inventory, "w") as out:
+        json.dump(hosts, out)
+    reads = FleetReads(inventory, ["ansible://localhost"], timeout_s=20)
+
+    started = time.monotonic()
+    with pytest.raises(pytest.fail.Exception) as failed:
+        reads.of("localhost")
+
+    assert time.monotonic() - started < 120
+    assert "reading the hosts localhost did not end within 20 s" in str(failed.value), failed.value
+    # The run was stopped with what it started: nothing of it is left hanging.
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not running(pid), "the hung module outlived the read"
+
+
+def running(pid):
+    """Whether the process is alive (a zombie waiting for its parent to reap it has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -6,6 +6,7 @@ Run it the way testinfra runs against any inventory, from the repository root:
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,9 @@ from ansible.template import Templar, trust_as_template
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 READ_PLAYBOOK = pathlib.Path(__file__).resolve().parent / "read.yml"
+# One read of the whole fleet: each host's facts and each instance's probe have their own bounds (the probe's
+# timeout), so this only ends a run that hangs, e.g. on an SSH connection that never answers.
+READ_TIMEOUT_S = 900
 
 # Roles whose defaults decide what a host runs, in the order the playbooks apply them.
 ROLES = ("fleet", "ascend_preflight", "docker_runtime", "vllm_image", "model_weights", "vllm_server")
@@ -54,10 +58,11 @@ class FleetReads:
     """What read.yml found on each host, read once for all the hosts the suite checks (one playbook run for the
     fleet), or for a host alone when the suite's host list does not name it as a pattern."""
 
-    def __init__(self, inventory_file, host_specs):
+    def __init__(self, inventory_file, host_specs, timeout_s=READ_TIMEOUT_S):
         self.inventory_file = inventory_file
-        self.patterns = [urllib.parse.urlsplit(spec).netloc for spec in host_specs
-                         if urllib.parse.urlsplit(spec).scheme == "ansible"]
+        self.timeout_s = timeout_s
+        specs = [urllib.parse.urlsplit(spec) for spec in host_specs]
+        self.patterns = [spec.netloc for spec in specs if spec.scheme == "ansible"]
         self.found = {}
 
     def of(self, name):
@@ -70,15 +75,34 @@ class FleetReads:
     def read(self, patterns):
         """host -> the last result read.yml left for it: what it read, or why it could not."""
         with tempfile.TemporaryDirectory(prefix="verify-read-") as tree:
-            run = subprocess.run(
+            run = subprocess.Popen(
                 [sys.executable, "-m", "ansible", "playbook", "-i", self.inventory_file, str(READ_PLAYBOOK),
                  "--limit", ",".join(patterns)], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                universal_newlines=True, check=False,
+                universal_newlines=True,
                 env=dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.tree", ANSIBLE_CALLBACK_TREE_DIR=tree))
+            try:
+                output = run.communicate(timeout=self.timeout_s)[0]
+            except subprocess.TimeoutExpired:
+                printed = stop(run)
+                pytest.fail("reading the hosts %s did not end within %d s (tests/verify/read.yml was stopped); a "
+                            "host that accepts the connection but never answers holds it. What it printed:\n%s"
+                            % (",".join(patterns), self.timeout_s, printed[-2000:]))
             found = {path.name: json.loads(path.read_text()) for path in pathlib.Path(tree).iterdir()}
         if not found:
-            pytest.fail("could not read the hosts %s: %s" % (",".join(patterns), run.stdout[-2000:]))
+            pytest.fail("could not read the hosts %s: %s" % (",".join(patterns), output[-2000:]))
         return found
+
+
+def stop(run, grace_s=15):
+    """Stop an ansible-playbook run as Ctrl-C does, so that it ends its own workers (each in a session of its
+    own, out of reach of a signal to the run's group); kill it if it has not ended after grace_s. Returns what it
+    printed."""
+    run.send_signal(signal.SIGINT)
+    try:
+        return run.communicate(timeout=grace_s)[0]
+    except subprocess.TimeoutExpired:
+        run.kill()
+        return run.communicate()[0]
 
 
 class Deployment:
