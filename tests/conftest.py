@@ -24,16 +24,21 @@ os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.execut
                                       os.environ.get("PATH", "")])
 
 
-# The test modules that share the `pair` fixture: under pytest-xdist (scripts/dev test) they form one scope,
-# run on one worker, so the pair is deployed once. Collection refuses a module that uses the pair and is not
-# named here (pytest_collection_modifyitems).
-PAIR_MODULES = tuple("tests/integration/%s.py" % name for name in (
-    "test_cli", "test_deploy", "test_operator_view", "test_secrets", "test_recorded_plan"))
+# The test modules that share a deployed fleet (fixture name -> its modules): under pytest-xdist (scripts/dev
+# test) each fleet's modules form one scope, run on one worker, so the fleet is deployed once. The pair's scope
+# is the suite's longest; the modules that read one host only share a fleet of one, so that the pair's worker
+# does not end long after the other. Collection refuses a module that uses a shared fleet and is not named with
+# it here (pytest_collection_modifyitems).
+SHARED_FLEET_MODULES = {
+    fixture: tuple("tests/integration/%s.py" % name for name in names) for fixture, names in (
+        ("pair", ("test_cli", "test_deploy", "test_operator_view")),
+        ("single", ("test_secrets", "test_recorded_plan")))}
+FLEET_OF_MODULE = {module: fixture for fixture, modules in SHARED_FLEET_MODULES.items() for module in modules}
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadscope with the pair's modules as one scope: each other module is a scope of its own, so its
+    """--dist loadscope with each shared fleet's modules as one scope: each other module is a scope of its own, so its
     module-scoped fixtures (a twin fleet, a server) are made once. (xdist's loadgroup marks do not reach the
     scheduler under pytest 9's node ids.)"""
     if config.getvalue("dist") != "loadscope":
@@ -46,25 +51,42 @@ def pytest_xdist_make_scheduler(config, log):
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             module = nodeid.split("::", 1)[0]
-            return "pair" if module in PAIR_MODULES else module
+            return FLEET_OF_MODULE.get(module, module)
 
     return ModuleScheduling(config, log)
 
 
 def pytest_collection_modifyitems(items):
-    strays = sorted({item.nodeid.split("::", 1)[0] for item in items if "pair" in getattr(item, "fixturenames", ())}
-                    - set(PAIR_MODULES))
-    if strays:
-        raise pytest.UsageError("%s use the pair fixture: add them to PAIR_MODULES in tests/conftest.py, so that "
-                                "they run on the pair's worker" % ", ".join(strays))
+    for fixture, modules in SHARED_FLEET_MODULES.items():
+        strays = sorted({item.nodeid.split("::", 1)[0] for item in items
+                         if fixture in getattr(item, "fixturenames", ())} - set(modules))
+        if strays:
+            raise pytest.UsageError("%s use the %s fixture: add them to its modules in SHARED_FLEET_MODULES "
+                                    "(tests/conftest.py), so that they run on its worker"
+                                    % (", ".join(strays), fixture))
     items.sort(key=lambda item: run_order(item.nodeid.split("::", 1)[0]))
 
 
+# Whether the test being set up carries the docker mark. `scripts/dev test` runs the unmarked tests while the twin
+# is still being built, so a twin fleet refuses to start for an unmarked test (tests/twin_fleet.py), wherever it
+# runs, rather than racing the build there.
+_RUNNING = {"docker": False}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _RUNNING["docker"] = item.get_closest_marker("docker") is not None
+
+
+def running_test_is_marked_docker():
+    return _RUNNING["docker"]
+
+
 def run_order(module):
-    """The longest scope first, so that no worker is left with it at the end: the pair's modules, then the other
-    modules with a twin fleet of their own, then the tests without one (tests/local, tests/unit), small scopes
-    that fill in wherever a worker is free. The sort is stable: tests keep their order within a module."""
-    if module in PAIR_MODULES:
+    """The longest scopes first, so that no worker is left with one at the end: the shared fleets' modules, then
+    the other modules with a twin fleet of their own, then the tests without one (tests/local, tests/unit), small
+    scopes that fill in wherever a worker is free. The sort is stable: tests keep their order within a module."""
+    if module in FLEET_OF_MODULE:
         return 0
     return 1 if module.startswith("tests/integration/") else 2
 
@@ -145,7 +167,7 @@ def run_playbook(tmp_dir, inventory, playbook="site.yml", *args):
 @pytest.fixture(scope="session")
 def pair(tmp_path_factory):
     """Two deployed twin hosts, npu-a (4 cards, the seed's) and npu-b (2 cards), and cli-bad (a driver too old,
-    in the inventory only for the runs that name it), shared by the modules of PAIR_MODULES: one fleet and one
+    in the inventory only for the runs that name it), shared by its modules in SHARED_FLEET_MODULES: one fleet and one
     first deploy for all of them. Tests take it through `shared_pair`, which holds them to leaving it as the
     deploy left it."""
     from twin_fleet import PAIR, PAIR_EXTRA, DeployedFleet  # the twin's modules load only where a fleet is used
@@ -159,4 +181,21 @@ def pair(tmp_path_factory):
 def shared_pair(pair):
     with pair.guarded():
         yield pair
+
+
+@pytest.fixture(scope="session")
+def single(tmp_path_factory):
+    """One deployed twin host, npu-c (2 cards), shared by the modules that read one host: one fleet and one first
+    deploy for them. Tests take it through `shared_single`, which holds them to leaving it as the deploy left it."""
+    from twin_fleet import SINGLE, DeployedFleet
+    fleet = DeployedFleet(tmp_path_factory.mktemp("single"), SINGLE)
+    fleet.deploy()
+    yield fleet
+    fleet.down()
+
+
+@pytest.fixture
+def shared_single(single):
+    with single.guarded():
+        yield single
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import REPO, run_playbook
+from conftest import REPO, run_playbook, running_test_is_marked_docker
 from twin.lifecycle import Twin
 
 DEFAULT_CONTAINER = "vllm-ascend"
@@ -24,6 +24,8 @@ DEFAULT_PORT = 8000
 # preflight refuses, made with them but left out of their runs.
 PAIR = {"npu-a": "seed_duo4", "npu-b": "duo2"}
 PAIR_EXTRA = {"cli-bad": "old_driver_24"}
+# The other shared fleet (tests/conftest.py's `single`): one host of two cards, for the modules that read one host.
+SINGLE = {"npu-c": "duo2"}
 # A benchmark matrix smaller than the quick preset, for the tests of what a run keeps or marks rather than of the
 # matrix or of its progress lines (its groups end within a poll): 2 image sizes x 1 output length x 2 concurrency
 # levels, 4 requests each; as the command's arguments, and as PlayFleet.play's (one command line, quoted).
@@ -44,6 +46,9 @@ class PlayFleet:
     """Twin hosts made for one test module, and playbook runs against them with per-run host variables."""
 
     def __init__(self, base, hosts):
+        if not running_test_is_marked_docker():
+            pytest.fail("this test makes a twin fleet without the docker mark: add `pytestmark = pytest.mark.docker` "
+                        "to its module, as `scripts/dev test` runs unmarked tests before the twin is up")
         twin = Twin()
         if not twin.registry_answers():
             pytest.fail("the twin is not up: run `scripts/dev twin up` first")

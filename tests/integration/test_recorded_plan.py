@@ -9,13 +9,13 @@ from twin_fleet import CONFIG_DIR
 from twin_fleet import DEFAULT_CONTAINER as NAME
 
 pytestmark = pytest.mark.docker
-HOST = "npu-b"  # of the shared pair: two cards
+HOST = "npu-c"  # the shared single host: two cards
 PLAN = "%s/plan.json" % CONFIG_DIR  # the fleet role's default, as on a real host
 
 
 @pytest.fixture
-def fleet(shared_pair):
-    return shared_pair
+def fleet(shared_single):
+    return shared_single
 
 
 def plan(fleet):

@@ -14,13 +14,13 @@ from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import SMALL_BENCH_CLI, command_lines
 
 pytestmark = pytest.mark.docker
-HOST = "npu-b"  # of the shared pair
+HOST = "npu-c"  # the shared single host
 KEY = "sk-" + uuid.uuid4().hex
 
 
 @pytest.fixture
-def fleet(shared_pair):
-    return shared_pair
+def fleet(shared_single):
+    return shared_single
 
 
 def cli_watching_processes(*argv):
