@@ -171,10 +171,8 @@ def pair(tmp_path_factory):
     first deploy for all of them. Tests take it through `shared_pair`, which holds them to leaving it as the
     deploy left it."""
     from twin_fleet import PAIR, PAIR_EXTRA, DeployedFleet  # the twin's modules load only where a fleet is used
-    fleet = DeployedFleet(tmp_path_factory.mktemp("pair"), dict(PAIR, **PAIR_EXTRA), extra_hosts=PAIR_EXTRA)
-    fleet.deploy()
-    yield fleet
-    fleet.down()
+    with DeployedFleet.made(tmp_path_factory.mktemp("pair"), dict(PAIR, **PAIR_EXTRA), PAIR_EXTRA) as fleet:
+        yield fleet
 
 
 @pytest.fixture
@@ -188,10 +186,8 @@ def single(tmp_path_factory):
     """One deployed twin host, npu-c (2 cards), shared by the modules that read one host: one fleet and one first
     deploy for them. Tests take it through `shared_single`, which holds them to leaving it as the deploy left it."""
     from twin_fleet import SINGLE, DeployedFleet
-    fleet = DeployedFleet(tmp_path_factory.mktemp("single"), SINGLE)
-    fleet.deploy()
-    yield fleet
-    fleet.down()
+    with DeployedFleet.made(tmp_path_factory.mktemp("single"), SINGLE) as fleet:
+        yield fleet
 
 
 @pytest.fixture

@@ -123,6 +123,16 @@ class DeployedFleet(PlayFleet):
         self.deployed = None
         self.baseline = None
 
+    @classmethod
+    @contextlib.contextmanager
+    def made(cls, base, hosts, extra_hosts=()):
+        """A fleet made and deployed for a fixture's life (`with DeployedFleet.made(...) as fleet: yield fleet`),
+        then taken down."""
+        fleet = cls(base, hosts, extra_hosts=extra_hosts)
+        fleet.deploy()
+        yield fleet
+        fleet.down()
+
     def deploy(self):
         """The first deploy, preflight included; what every test then finds (the baseline)."""
         self.deployed = self.play(preflight=True)

@@ -26,10 +26,9 @@ SERVER = ("--tags", "server")
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
-    fleet = DeployedFleet(tmp_path_factory.mktemp("modes"), {DUAL: "duo2_one_node", REMAPPED: "remapped_duo2"})
-    fleet.deploy()
-    yield fleet
-    fleet.down()
+    hosts = {DUAL: "duo2_one_node", REMAPPED: "remapped_duo2"}
+    with DeployedFleet.made(tmp_path_factory.mktemp("modes"), hosts) as fleet:
+        yield fleet
 
 
 @pytest.fixture
