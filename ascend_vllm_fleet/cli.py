@@ -13,10 +13,11 @@ import sys
 import tempfile
 import textwrap
 
-from . import progress, view
-from .host_code import REPO, load_module_util
+from ansible_collections.ascend.fleet.plugins.module_utils import bench_record
+from ansible_collections.ascend.fleet.plugins.plugin_utils import progress, report
 
-bench_record = load_module_util("bench_record")
+from . import REPO, view
+
 DEFAULT_INVENTORY = REPO / "inventory" / "twin" / "hosts.yml"
 PLAYBOOKS = {"deploy": "site.yml", "bench": "playbooks/benchmark.yml", "teardown": "playbooks/teardown.yml"}
 EXAMPLES = {
@@ -136,8 +137,6 @@ def command_verify(args, out=sys.stdout):
 
 
 def command_report(args, out=sys.stdout):
-    from . import report
-
     out.write("%s\n" % report.describe(args.report_dir, report.build(args.report_dir, args.latency_target)))
     return 0
 

@@ -16,8 +16,9 @@ import time
 
 import yaml
 
-from . import progress
-from .host_code import REPO
+from ansible_collections.ascend.fleet.plugins.plugin_utils import progress
+
+from . import REPO
 
 # The long waits of a deploy, by the module that waits: what the operator reads, and the variable (and its
 # role) that bounds the wait, None for a wait with no bound of its own.
@@ -312,7 +313,7 @@ class Screen:
 def report_summary(report_dir, summary):
     """The report's paths and one screen of it: per host, the recommended concurrency for each image size and
     output length with its throughput, then the slow instances."""
-    from . import report
+    from ansible_collections.ascend.fleet.plugins.plugin_utils import report
 
     report_dir = pathlib.Path(report_dir)
     rows = report.load(report_dir)[0]

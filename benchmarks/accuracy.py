@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How accurate and how cheap is the vllm_load_test module, next to evalscope perf? Both against one server.
+"""How accurate and how cheap is the vllm_benchmark module, next to evalscope perf? Both against one server.
 
 For each group (default: 640x480 with 32 tokens at concurrency 8, and 1920x1080 with 64 tokens at concurrency
 64; 64 requests each), runs the module and then `evalscope perf` (from PyPI, installed once into
@@ -37,20 +37,20 @@ import tempfile
 import threading
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO)]
-from ascend_vllm_fleet.host_code import load_library_module, load_module_util  # noqa: E402
+import ascend_vllm_fleet  # noqa: F401  (Ansible's collection loader, for the collection's code below)
 
-load_test = load_library_module("vllm_load_test")
-openai_client = load_module_util("openai_client")
-png_images = load_module_util("png_images")
-percentile = load_module_util("bench_record").percentile
+# isort: split
+from ansible_collections.ascend.fleet.plugins.module_utils import bench_record, openai_client, png_images
+from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+percentile = bench_record.percentile
 EVALSCOPE_VENV = REPO / "benchmarks" / ".venv-evalscope"
 GROUPS = ("640x480,32,8", "1920x1080,64,64")
 # The module as a host runs it: a Python process that imports the module file and its module_utils, reads its
 # arguments from the file named on its command line and prints its result as JSON.
-MODULE_PROCESS = ("import sys; sys.path.insert(0, %r); from ascend_vllm_fleet.host_code import load_library_module; "
-                  "load_library_module('vllm_load_test').main()" % str(REPO))
+MODULE_PROCESS = ("import ascend_vllm_fleet; "
+                  "from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark; vllm_benchmark.main()")
 # /proc/<pid>/stat is read this often while a client runs; a window's CPU is interpolated between two reads.
 SAMPLE_EVERY_S = 0.005
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")

@@ -1,4 +1,4 @@
-"""`evalscope perf` with a data set of given chat messages, so that it sends the very images the vllm_load_test
+"""`evalscope perf` with a data set of given chat messages, so that it sends the very images the vllm_benchmark
 module sends; benchmarks/accuracy.py runs it with the Python of benchmarks/.venv-evalscope.
 
 Usage: python benchmarks/evalscope_images.py <evalscope perf arguments> --dataset fleet_messages

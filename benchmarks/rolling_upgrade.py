@@ -3,7 +3,7 @@
 
 On a twin fleet of its own (two Ascend hosts in the per_card layout: 4 + 2 instances, and a gateway host) it
 deploys site.yml, then sends requests through the gateway at --concurrency (default 16) from this machine, as
-the quick benchmark makes them (the vllm_load_test module's images and prompt, 640x480, 32 tokens, streamed):
+the quick benchmark makes them (the vllm_benchmark module's images and prompt, 640x480, 32 tokens, streamed):
 for --before seconds, then while site.yml rolls a new image tag (pushed to the twin's registry) across the
 fleet one host at a time (fleet_serial 1): each instance is drained on the gateway, replaced, smoke-tested and
 put back. Prints, from this one run:
@@ -27,14 +27,15 @@ import time
 
 from fleet_scale import REPO, site
 
-sys.path[:0] = [str(REPO), str(REPO / "tests")]
-from ascend_vllm_fleet.host_code import load_module_util  # noqa: E402
+sys.path.insert(0, str(REPO / "tests"))
+import ascend_vllm_fleet  # noqa: F401, I001  (Ansible's collection loader, for the collection's code below)
 from twin.lifecycle import IMAGE_REPOSITORY, IMAGE_TAGS, Twin  # noqa: E402
 from twin.shell import docker  # noqa: E402
 
-openai_client = load_module_util("openai_client")
-png_images = load_module_util("png_images")
-percentile = load_module_util("bench_record").percentile
+# isort: split
+from ansible_collections.ascend.fleet.plugins.module_utils import bench_record, openai_client, png_images  # noqa: E402
+
+percentile = bench_record.percentile
 HOSTS = {"roll-a": "seed_duo4", "roll-b": "duo2", "roll-gw": "gateway"}
 NEW_VERSION = "v0.18.0rc1-roll"
 GATEWAY_PORT = 8080

@@ -57,6 +57,8 @@ options:
     description: Docker CLI to run.
     type: str
     default: docker
+extends_documentation_fragment:
+  - ascend.fleet.attributes
 attributes:
   check_mode:
     description: Can run in check mode and report whether a pull would happen.
@@ -68,10 +70,6 @@ attributes:
     support: none
     details: A pulled image has no before and after worth a diff; C(image_id) and C(repo_digests) tell what
       is there.
-  platform:
-    description: Target OS families it runs on.
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -121,8 +119,9 @@ import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.docker_cli import DockerUnavailable, run_docker
-from ansible.module_utils.option_checks import (
+
+from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import DockerUnavailable, run_docker
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
     OptionError,
     number_at_least,
     text_given,

@@ -62,6 +62,8 @@ options:
         (no request reaches it through this HAProxy, so there is nothing to set).
     type: bool
     default: false
+extends_documentation_fragment:
+  - ascend.fleet.attributes
 attributes:
   check_mode:
     description: Can run in check mode and report what would change.
@@ -71,10 +73,6 @@ attributes:
     description: Would show what the module changed.
     support: none
     details: The previous and current states are returned instead.
-  platform:
-    description: Target OS families it runs on.
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -127,7 +125,13 @@ import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.option_checks import OptionError, number_at_least, text_given, unexpected_failure
+
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
+    OptionError,
+    number_at_least,
+    text_given,
+    unexpected_failure,
+)
 
 POLL_S = 0.5
 # Answers of one runtime API command are short; a socket that does not answer in this time is not HAProxy.

@@ -44,6 +44,8 @@ options:
     description: Fail, listing what is missing, when the folder is incomplete.
     type: bool
     default: false
+extends_documentation_fragment:
+  - ascend.fleet.attributes
 attributes:
   check_mode:
     description: Can run in check mode and report the same as without it.
@@ -55,10 +57,6 @@ attributes:
     description: Would show what the module changed.
     support: none
     details: It only reads, so there is never a change to show.
-  platform:
-    description: Target OS families it runs on.
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -117,7 +115,8 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.option_checks import OptionError, unexpected_failure
+
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError, unexpected_failure
 
 INDEX = "model.safetensors.index.json"
 # The safetensors format: an 8-byte little-endian header length, the JSON header, the tensors. A header is

@@ -62,21 +62,10 @@ options:
     description: Seconds to wait for each npu-smi call (at least 1); a wedged driver can make npu-smi hang.
     type: int
     default: 60
-attributes:
-  check_mode:
-    description: Can run in check mode and return the same facts as without it.
-    support: full
-  diff_mode:
-    description: Would show what the module changed.
-    support: none
-    details: It only reads, so there is never a change to show.
-  facts:
-    description: Returns C(ansible_facts), which update the host's facts.
-    support: full
-  platform:
-    description: Target OS families it runs on.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - ascend.fleet.attributes
+  - ascend.fleet.attributes.read_only
+  - ascend.fleet.attributes.facts
 notes:
   - Run it as root. Without root npu-smi prints C(NOT SUPPORT) for some fields and may fail with C(-8005).
 seealso:
@@ -504,8 +493,14 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.npu_gather import Gatherer
-from ansible.module_utils.option_checks import OptionError, number_at_least, text_given, unexpected_failure
+
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_gather import Gatherer
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
+    OptionError,
+    number_at_least,
+    text_given,
+    unexpected_failure,
+)
 
 
 def check_options(params):

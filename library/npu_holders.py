@@ -35,17 +35,9 @@ options:
         C(docker_available) is false.
     type: str
     default: docker
-attributes:
-  check_mode:
-    description: Reads only; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is nothing to show.
-    support: none
-  platform:
-    description: Target OS families it runs on.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - ascend.fleet.attributes
+  - ascend.fleet.attributes.read_only
 """
 
 EXAMPLES = r"""
@@ -114,8 +106,9 @@ docker_available:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.npu_holders import containers, processes
-from ansible.module_utils.option_checks import unexpected_failure
+
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import containers, processes
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import unexpected_failure
 
 
 def main():

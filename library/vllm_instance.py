@@ -92,6 +92,8 @@ options:
     description: The Docker CLI to run.
     type: str
     default: docker
+extends_documentation_fragment:
+  - ascend.fleet.attributes
 attributes:
   check_mode:
     description: Changes nothing; returns what a real run would do.
@@ -99,10 +101,6 @@ attributes:
   diff_mode:
     description: The script's text before and after.
     support: full
-  platform:
-    description: Target OS families it runs on.
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -155,9 +153,16 @@ restored:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.docker_cli import DockerUnavailable
-from ansible.module_utils.option_checks import unexpected_failure
-from ansible.module_utils.vllm_instance import ASIDE, DockerError, Instance, apply, read_text
+
+from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import DockerUnavailable
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import unexpected_failure
+from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import (
+    ASIDE,
+    DockerError,
+    Instance,
+    apply,
+    read_text,
+)
 
 
 def main():

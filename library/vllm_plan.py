@@ -71,6 +71,8 @@ options:
     description: The Docker CLI to run.
     type: str
     default: docker
+extends_documentation_fragment:
+  - ascend.fleet.attributes
 attributes:
   check_mode:
     description: Checks the host and returns the completed plan; writes and removes nothing.
@@ -78,10 +80,6 @@ attributes:
   diff_mode:
     description: The plan's text before and after.
     support: full
-  platform:
-    description: Target OS families it runs on.
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -181,10 +179,18 @@ removed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.docker_cli import DockerUnavailable
-from ansible.module_utils.option_checks import unexpected_failure
-from ansible.module_utils.serving_plan import PlanError, complete, plan_text, record, refusals, remove_all
-from ansible.module_utils.vllm_instance import DockerError, read_text
+
+from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import DockerUnavailable
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import unexpected_failure
+from ansible_collections.ascend.fleet.plugins.module_utils.serving_plan import (
+    PlanError,
+    complete,
+    plan_text,
+    record,
+    refusals,
+    remove_all,
+)
+from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import DockerError, read_text
 
 
 def main():

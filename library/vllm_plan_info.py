@@ -31,17 +31,9 @@ options:
     description: The inventory name of the host whose plan it must be.
     type: str
     required: true
-attributes:
-  check_mode:
-    description: Reads only; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is nothing to show.
-    support: none
-  platform:
-    description: Target OS families it runs on.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - ascend.fleet.attributes
+  - ascend.fleet.attributes.read_only
 """
 
 EXAMPLES = r"""
@@ -60,8 +52,9 @@ plan:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.option_checks import unexpected_failure
-from ansible.module_utils.serving_plan import PlanError, read
+
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import unexpected_failure
+from ansible_collections.ascend.fleet.plugins.module_utils.serving_plan import PlanError, read
 
 
 def main():

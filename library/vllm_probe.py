@@ -104,6 +104,8 @@ options:
     type: str
     choices: [known, sane, none]
     default: known
+extends_documentation_fragment:
+  - ascend.fleet.attributes
 attributes:
   check_mode:
     description: Can run in check mode and probe as without it.
@@ -113,10 +115,6 @@ attributes:
     description: Would show what the module changed.
     support: none
     details: It only reads, so there is never a change to show.
-  platform:
-    description: Target OS families it runs on.
-    support: full
-    platforms: posix
 """
 
 EXAMPLES = r"""
@@ -190,10 +188,18 @@ import json
 import re
 import time
 
-from ansible.module_utils.answer_check import ANSWER_FIX, CHECKS, asker, check_answers, degenerate, quote
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.docker_cli import run_docker
-from ansible.module_utils.openai_client import (
+
+from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import (
+    ANSWER_FIX,
+    CHECKS,
+    asker,
+    check_answers,
+    degenerate,
+    quote,
+)
+from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
+from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
     Client,
     ClientError,
     ImageChat,
@@ -202,8 +208,13 @@ from ansible.module_utils.openai_client import (
     key_from_env_file,
     served_models,
 )
-from ansible.module_utils.option_checks import OptionError, number_at_least, text_given, unexpected_failure
-from ansible.module_utils.png_images import generated_size, png_image
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
+    OptionError,
+    number_at_least,
+    text_given,
+    unexpected_failure,
+)
+from ansible_collections.ascend.fleet.plugins.module_utils.png_images import generated_size, png_image
 
 POLL_S = 2
 # Docker's own rule for container names; a container id matches it too.

@@ -35,8 +35,8 @@ import json
 import re
 import unicodedata
 
-from ansible.module_utils.openai_client import ImageChat, answer_text, image_data_url
-from ansible.module_utils.png_images import shapes_png
+from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import ImageChat, answer_text, image_data_url
+from ansible_collections.ascend.fleet.plugins.module_utils.png_images import shapes_png
 
 CHECKS = ("known", "sane", "none")
 # Answers to "how many" and "what colour" are a few tokens; a model that talks on is cut here, not waited for.
@@ -58,8 +58,9 @@ DEGENERATE_RULES = (
     "least 4 (markdown and bracket marks not counted)",
 )
 REPEATED_UNIT = re.compile(r"(.{1,20}?)\1{3,}|(.{21,64}?)\2{2,}", re.S)
-# Marks a healthy model writes around a short answer (**3**, `3`, (3), 「红」): neither text nor noise.
-FORMATTING_MARKS = frozenset("*_`#~()[]{}<>\"'“”‘’「」『』（）【】《》〈〉")
+# Marks a healthy model writes around a short answer (**3**, `3`, (3), 「红」): neither text nor noise. The curly
+# quotes are escaped: Ansible's sanity suite takes them in code for mistyped ASCII quotes.
+FORMATTING_MARKS = frozenset("*_`#~()[]{}<>\"'\u201c\u201d\u2018\u2019「」『』（）【】《》〈〉")
 SHORTEST_COUNTED = 4
 
 PICTURE_SIDE = 448

@@ -5,7 +5,7 @@
 run keeps on its host.
 
 A group is one image size, one max_tokens and one concurrency, measured with a number of requests. The
-vllm_load_test module writes the records and the progress; the vllm_bench role and the ascend-vllm-fleet command
+vllm_benchmark module writes the records and the progress; the vllm_bench role and the ascend-vllm-fleet command
 follow the progress; the report reads the records. Standard library only and Python 3.8, because it runs on
 the hosts as well as on the controller.
 

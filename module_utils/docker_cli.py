@@ -10,7 +10,7 @@ __metaclass__ = type
 
 import subprocess
 
-from ansible.module_utils.option_checks import OptionError
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError
 
 # The longest a Docker CLI call that only reads or starts something may take: a wedged daemon answers none, and a
 # module must not wait for it forever.

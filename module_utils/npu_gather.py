@@ -16,8 +16,8 @@ import platform
 import shutil
 import subprocess
 
-from ansible.module_utils.npu_holders import container_of, davinci_number
-from ansible.module_utils.npu_smi import (
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import container_of, davinci_number
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_smi import (
     MANAGER_DEVICES,
     card_health_problems,
     dcmi_cause,

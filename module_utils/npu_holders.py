@@ -16,7 +16,7 @@ import json
 import os
 import re
 
-from ansible.module_utils.docker_cli import DockerUnavailable, run_docker
+from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import DockerUnavailable, run_docker
 
 # Every node the driver makes for the NPUs: one per chip (davinci<N>) and the manager (davinci_manager).
 NODE = re.compile(r"^davinci(\d+|_manager)$")

@@ -16,9 +16,9 @@ import os
 import secrets
 import string
 
-from ansible.module_utils.docker_cli import run_docker
-from ansible.module_utils.npu_holders import foreign_holders
-from ansible.module_utils.vllm_instance import (
+from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import foreign_holders
+from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import (
     ASIDE_CONTAINER,
     DockerError,
     Instance,

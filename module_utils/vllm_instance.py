@@ -20,8 +20,8 @@ import os
 import shlex
 import tempfile
 
-from ansible.module_utils.docker_cli import run_docker
-from ansible.module_utils.npu_holders import is_chip_node
+from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import is_chip_node
 
 # What `docker container inspect` reads of an instance's containers: never Config.Env, which may hold the key.
 INSPECT_FORMAT = ('{"name": {{json .Name}}, "running": {{json .State.Running}}, "labels": {{json .Config.Labels}}, '

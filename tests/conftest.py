@@ -8,8 +8,7 @@ import sys
 import ansible_runner
 import pytest
 
-from ascend_vllm_fleet.host_code import load_library_module  # noqa: F401
-from png_images import png_image  # noqa: F401  (module_utils/, shared with the modules)
+from ansible_collections.ascend.fleet.plugins.module_utils.png_images import png_image  # noqa: F401  (shared with the modules)
 
 # The helper modules beside this file: pytest rewrites their asserts as it does the tests' own (same detail).
 pytest.register_assert_rewrite("bench_events", "fake_vllm", "module_runs", "report_rows", "serving_plans",
@@ -32,7 +31,7 @@ os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.execut
 SHARED_FLEET_MODULES = {
     fixture: tuple("tests/integration/%s.py" % name for name in names) for fixture, names in (
         ("pair", ("test_cli", "test_deploy", "test_operator_view")),
-        ("single", ("test_secrets", "test_recorded_plan")))}
+        ("single", ("test_secrets", "test_recorded_plan", "test_installed_collection")))}
 FLEET_OF_MODULE = {module: fixture for fixture, modules in SHARED_FLEET_MODULES.items() for module in modules}
 
 

@@ -4,19 +4,24 @@ run_module runs a module as Ansible does, in a process of its own with its argum
 is seen as Ansible would see it: on stderr, with no JSON result.
 """
 import json
+import os
 import subprocess
 import sys
 import tempfile
 
-from conftest import REPO, load_library_module
+from conftest import REPO, venv_tool
 
-# The module's own process: the tests' loader puts the module_utils in place, `prepare` may then replace a
-# function of the module to make it break.
-RUN_MODULE = "from %s import load_library_module\nmodule = load_library_module(%%r)\n%%s\nmodule.main()\n" % (
-    load_library_module.__module__)
+# The module's own process, as on a host: Ansible's payload puts ansible_collections/ on the path and the module
+# is imported by its collection name, with no controller code loaded; `prepare` may then replace a function of the
+# module to make it break.
+MODULE_ENV = dict(os.environ, PYTHONPATH=str(REPO / "collections"))
+RUN_MODULE = ("import importlib\n"
+              "module = importlib.import_module('ansible_collections.ascend.fleet.plugins.modules.%s')\n"
+              "%s\nmodule.main()\n")
 SECRET = "sk-do-not-show-this"
 # A `prepare` for run_module: Docker CLI calls end after 1 s instead of docker_cli.DEFAULT_TIMEOUT_S.
-SHORT_DOCKER_TIMEOUT = "import ansible.module_utils.docker_cli as docker_cli\ndocker_cli.DEFAULT_TIMEOUT_S = 1"
+SHORT_DOCKER_TIMEOUT = ("from ansible_collections.ascend.fleet.plugins.module_utils import docker_cli\n"
+                        "docker_cli.DEFAULT_TIMEOUT_S = 1")
 
 
 def run_module(module, prepare="", **args):
@@ -25,10 +30,18 @@ def run_module(module, prepare="", **args):
         json.dump({"ANSIBLE_MODULE_ARGS": args}, args_file)
         args_file.flush()
         shown = subprocess.run([sys.executable, "-c", RUN_MODULE % (module, prepare), args_file.name],
-                               cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=str(REPO), env=MODULE_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                universal_newlines=True, timeout=120)
     assert "Traceback" not in shown.stderr + shown.stdout, shown.stderr + shown.stdout
     return json.loads(shown.stdout)
+
+
+def module_doc(module):
+    """What ansible-doc shows of the collection's module (its doc fragments merged in), as JSON."""
+    shown = subprocess.run([venv_tool("ansible-doc"), "--json", "ascend.fleet." + module], cwd=str(REPO),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)["ascend.fleet." + module]
 
 
 def assert_refused(result, *expected):

@@ -1,13 +1,8 @@
 """Hand-made npu_facts results (host), the serving plans roles/vllm_server's filter makes of them (plan) and the
 plan files vllm_plan records of those (recorded), for the tests of that role and of the gateway, which serves what
 the plans name; vllm_server is that filter plugin."""
-import sys
-
-from ascend_vllm_fleet.host_code import load_module_util
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "roles/vllm_server/filter_plugins"))
-import vllm_server  # noqa: E402
+from ansible_collections.ascend.fleet.plugins.filter import vllm_server
+from ansible_collections.ascend.fleet.plugins.module_utils import serving_plan
 
 MANAGERS = ["/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"]
 
@@ -36,5 +31,5 @@ def plan(ascend, layout="single", name="vllm-ascend", port=8000, tensor_parallel
 
 def recorded(ascend, host_name, layout="single", **plan_args):
     """The plan file vllm_plan writes on host_name for these facts."""
-    return load_module_util("serving_plan").complete(dict(plan(ascend, layout, **plan_args), host=host_name),
+    return serving_plan.complete(dict(plan(ascend, layout, **plan_args), host=host_name),
                                                      "/etc/vllm-ascend")

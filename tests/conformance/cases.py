@@ -10,11 +10,12 @@ Four servers, each started the same way as real vLLM and as the stand-in:
 
 Cases run in order, one at a time, each server's ``metrics_idle`` last (after every request has ended).
 """
+import importlib
 import json
 
 import yaml
 
-from ascend_vllm_fleet.host_code import load_library_module, load_module_util
+from ansible_collections.ascend.fleet.plugins.module_utils import openai_client, png_images
 
 from .rendered import pixel_cap_flags
 
@@ -31,13 +32,13 @@ SERVERS = {
     "faulty": {"args": [], "faults": {"error": [1, 2]}},
 }
 
-openai_client = load_module_util("openai_client")
-png_images = load_module_util("png_images")
 
+
+MODULES = "ansible_collections.ascend.fleet.plugins.modules."
 
 def module_default(module, option):
     """An option's default as the module documents it (what the roles send unless told otherwise)."""
-    options = yaml.safe_load(load_library_module(module).DOCUMENTATION)["options"]
+    options = yaml.safe_load(importlib.import_module(MODULES + module).DOCUMENTATION)["options"]
     return options[option]["default"]
 
 
@@ -53,8 +54,8 @@ def probe_body(width=640, height=480):
 
 
 def bench_body(width, height, max_tokens=4, model=MODEL):
-    """vllm_load_test's request: streamed, usage included, ignore_eos so every answer is max_tokens long."""
-    chat = openai_client.ImageChat(model, module_default("vllm_load_test", "prompt"), max_tokens, stream=True,
+    """vllm_benchmark's request: streamed, usage included, ignore_eos so every answer is max_tokens long."""
+    chat = openai_client.ImageChat(model, module_default("vllm_benchmark", "prompt"), max_tokens, stream=True,
                                    ignore_eos=True)
     return chat.body(image_url(width, height))
 
@@ -62,7 +63,7 @@ def bench_body(width, height, max_tokens=4, model=MODEL):
 def text_body(max_tokens=4, stream=True):
     """The benchmark's prompt without an image: the baseline that image-token counts are measured from."""
     body = {"messages": [{"role": "user", "content": [
-        {"type": "text", "text": module_default("vllm_load_test", "prompt")}]}],
+        {"type": "text", "text": module_default("vllm_benchmark", "prompt")}]}],
         "model": MODEL, "max_tokens": max_tokens, "ignore_eos": True}
     if stream:
         body.update(stream=True, stream_options={"include_usage": True})
@@ -72,7 +73,7 @@ def text_body(max_tokens=4, stream=True):
 def chat_json(**fields):
     body = {"model": MODEL, "messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": image_url(640, 480)}},
-        {"type": "text", "text": module_default("vllm_load_test", "prompt")}]}]}
+        {"type": "text", "text": module_default("vllm_benchmark", "prompt")}]}]}
     body.update(fields)
     return json.dumps(body, ensure_ascii=False).encode()
 
@@ -112,7 +113,7 @@ def cases():
     for width, height in ((640, 480), (1280, 720), (1920, 1080)):
         found.append(Case("bench_%dx%d" % (width, height), "plain", "POST", "/v1/chat/completions",
                           bench_body(width, height), image=(width, height), timing=True,
-                          about="vllm_load_test's request"))
+                          about="vllm_benchmark's request"))
     found += [
         # 1: the prompt and max_tokens together above max_model_len: vLLM lowers max_tokens and answers.
         Case("context_over", "plain", "POST", "/v1/chat/completions", chat_json(max_tokens=8000),

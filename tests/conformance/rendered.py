@@ -4,30 +4,20 @@ Every choice that changes the flags is covered: the seed's single layout and per
 pixel cap on and off, vLLM-Ascend's CPU binding turned off, another container port, graph mode, and extra
 arguments an operator may add through vllm_server_extra_args.
 """
-import importlib.util
 import json
 import pathlib
-import sys
 
 import yaml
 
+from ansible_collections.ascend.fleet.plugins.filter import vllm_server
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
-FILTER = REPO / "roles" / "vllm_server" / "filter_plugins" / "vllm_server.py"
 DEFAULTS = REPO / "roles" / "vllm_server" / "defaults" / "main.yml"
 EXAMPLE_MODEL_DIR = "/data/models/Qwen3-VL-8B-Instruct"
 # Flags an operator tunes a 310P server with (batch size, token budget, one image per prompt, request logs).
 EXTRA_ARGS = [["--max-num-seqs", "64"], ["--max-num-batched-tokens", "4096"],
               ["--limit-mm-per-prompt", json.dumps({"image": 1})], ["--enable-log-requests"], ["--seed", "0"]]
-
-
-def role_filter():
-    if "vllm_server_filter" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("vllm_server_filter", FILTER)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["vllm_server_filter"] = module
-    return sys.modules["vllm_server_filter"]
 
 
 def role_defaults():
@@ -44,7 +34,7 @@ def serve_args(layout="single", cpu_binding_off=False, **overrides):
     settings["model_container_dir"] = EXAMPLE_MODEL_DIR
     settings.update(overrides)
     plan = {"served_name": defaults["served_name"], "layout": layout}
-    lines = role_filter().vllm_serve_lines(plan, settings, cpu_binding_off)
+    lines = vllm_server.vllm_serve_lines(plan, settings, cpu_binding_off)
     argv = [arg for line in lines for arg in line]
     assert argv[0] == "vllm", argv
     return argv[1:]

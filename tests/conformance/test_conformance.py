@@ -14,12 +14,11 @@ import time
 
 import pytest
 
-from ascend_vllm_fleet.host_code import load_library_module
+from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
 
 from . import cases, golden, rendered, servers, transcript
 
 RECORD = os.environ.get("CONFORMANCE_RECORD") == "1"
-load_test = load_library_module("vllm_load_test")
 
 
 @pytest.fixture(scope="session")
@@ -139,7 +138,7 @@ def test_the_benchmark_measures_real_vllm_as_its_engine_logs_it(real, concurrenc
 
 
 def test_the_probe_passes_against_real_vllm_with_and_without_a_key(real):
-    probe = load_library_module("vllm_probe")
+    from ansible_collections.ascend.fleet.plugins.modules import vllm_probe as probe
     for name, key in (("plain", None), ("guarded", cases.API_KEY)):
         client = probe.Client(real[name].url, key, 60)
         assert client.models() == [cases.MODEL]

@@ -1,4 +1,4 @@
-"""library/vllm_load_test.py against the stand-in server run as a local process (no Docker needed)."""
+"""library/vllm_benchmark.py against the stand-in server run as a local process (no Docker needed)."""
 import json
 import os
 import signal
@@ -10,10 +10,10 @@ import time
 import pytest
 import requests
 
-from conftest import REPO, free_port, load_library_module
+from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as bench
+from conftest import REPO, free_port
 from twin import hosts
 
-bench = load_library_module("vllm_load_test")
 MODEL = "Qwen3-VL-8B-Instruct"
 
 
@@ -224,7 +224,7 @@ def test_module_fails_cleanly_through_ansible(tmp_path):
     (tmp_path / "hosts.ini").write_text("localhost ansible_connection=local ansible_python_interpreter=%s\n"
                                         % sys.executable)
     (tmp_path / "play.yml").write_text(
-        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - vllm_load_test:\n"
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - ascend.fleet.vllm_benchmark:\n"
         "        concurrency: [0]\n        api_key: sk-secret-never-logged\n")
     run = run_playbook(tmp_path / "run", tmp_path / "hosts.ini", str(tmp_path / "play.yml"))
     assert run.rc == 2 and "concurrency: 0 is not allowed" in run.stdout

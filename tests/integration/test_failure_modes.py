@@ -9,8 +9,8 @@ import time
 import pytest
 import requests
 
-import png_images
-from openai_client import ImageChat, image_data_url
+from ansible_collections.ascend.fleet.plugins.module_utils import png_images
+from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import ImageChat, image_data_url
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as PORT
 from twin_fleet import SMALL_BENCH_PLAY, DeployedFleet

@@ -7,8 +7,13 @@ import time
 
 import pytest
 
-import png_images
-from openai_client import Client, ImageChat, StreamResult, image_data_url
+from ansible_collections.ascend.fleet.plugins.module_utils import png_images
+from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
+    Client,
+    ImageChat,
+    StreamResult,
+    image_data_url,
+)
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import PlayFleet
 

@@ -3,7 +3,7 @@ import platform
 
 import pytest
 
-from ascend_vllm_fleet.host_code import load_module_util
+from ansible_collections.ascend.fleet.plugins.module_utils import npu_gather
 from conftest import snapshot
 from twin_fleet import PlayFleet
 
@@ -43,7 +43,7 @@ def host_state(fleet):
 
 
 def npu_facts_cpu_model():
-    return load_module_util("npu_gather").cpu_model()
+    return npu_gather.cpu_model()
 
 
 def play(fleet, *extra):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ascend_vllm_fleet import progress
+from ansible_collections.ascend.fleet.plugins.plugin_utils import progress
 from conftest import REPO, venv_tool
 
 MODEL = "Qwen3-VL-8B-Instruct"

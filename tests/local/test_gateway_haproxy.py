@@ -20,7 +20,8 @@ from fake_vllm import serving
 from module_runs import run_module
 from serving_plans import host, recorded
 
-from conftest import REPO, free_port, load_library_module, run_playbook
+from ansible_collections.ascend.fleet.plugins.modules import haproxy_server
+from conftest import REPO, free_port, run_playbook
 
 BACKEND = "vllm_instances"  # roles/gateway/vars/main.yml
 HAPROXY = shutil.which("haproxy")
@@ -90,7 +91,7 @@ PLAYBOOK = """
   tasks:
     - name: Take the servers from the plans with the role's own tasks
       ansible.builtin.include_role:
-        name: gateway
+        name: ascend.fleet.gateway
         tasks_from: plans.yml
         public: true
     - name: Write the config as the role does
@@ -173,7 +174,7 @@ def haproxy(rendered):
     process = subprocess.Popen([HAPROXY, "-db", "-f", str(settings["folder"] / "haproxy.cfg")],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        api = load_library_module("haproxy_server").RuntimeApi(settings["socket"])
+        api = haproxy_server.RuntimeApi(settings["socket"])
         deadline = time.time() + 20
         while not (os.path.exists(settings["socket"]) and status_of(api, "npu-a:vllm-ascend") == "UP"):
             assert process.poll() is None and time.time() < deadline, process.stdout.read1().decode() \
@@ -337,7 +338,7 @@ REPLACEMENT_STEP = """
   tasks:
     - name: Include the step as vllm_server does
       ansible.builtin.include_role:
-        name: gateway
+        name: ascend.fleet.gateway
         tasks_from: "{{ step }}"
       vars:
         gateway_instances: [vllm-ascend, vllm-ascend-npu9]

@@ -25,7 +25,8 @@ def role_files(role):
 @pytest.mark.parametrize("role", PHASE_ROLES)
 def test_every_role_loads_the_shared_settings_first(role):
     meta = yaml.safe_load((REPO / "roles" / role / "meta/main.yml").read_text())
-    assert {"role": "fleet"} in meta["dependencies"], "roles/%s/meta/main.yml: add `- role: fleet`" % role
+    assert {"role": "ascend.fleet.fleet"} in meta["dependencies"], (
+        "roles/%s/meta/main.yml: add `- role: ascend.fleet.fleet`" % role)
 
 
 @pytest.mark.parametrize("role", PHASE_ROLES)
@@ -63,7 +64,7 @@ def test_play_keywords_repeat_the_fleet_defaults_exactly(playbook):
 def test_the_label_preflight_trusts_is_the_one_the_server_writes():
     host_checks = (REPO / "roles/ascend_preflight/tasks/host.yml").read_text()
     assert "selectattr('labels', 'contains', fleet_label_prefix ~ '.instance')" in host_checks
-    server_filter = (REPO / "roles/vllm_server/filter_plugins/vllm_server.py").read_text()
+    server_filter = (REPO / "plugins/filter/vllm_server.py").read_text()
     assert '"%s.instance=%s" % (settings["label_prefix"]' in server_filter
 
 
@@ -75,7 +76,7 @@ def test_the_benchmark_plays_target_is_the_roles_default():
 
 
 def test_the_gateway_rows_the_report_finds_are_the_ones_the_benchmark_records():
-    from ascend_vllm_fleet import report
+    from ansible_collections.ascend.fleet.plugins.plugin_utils import report
 
     role_vars = yaml.safe_load((REPO / "roles/vllm_bench/vars/main.yml").read_text())
     assert role_vars["vllm_bench_gateway_instance"] == report.GATEWAY_INSTANCE

@@ -8,10 +8,15 @@ import sys
 
 import pytest
 
+from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
+    Client,
+    ImageChat,
+    StreamResult,
+    image_data_url,
+)
+from ansible_collections.ascend.fleet.plugins.module_utils.png_images import png_image
 from benchmarks import sink
 from conftest import REPO
-from openai_client import Client, ImageChat, StreamResult, image_data_url
-from png_images import png_image
 
 TTFT_S, TPOT_S = 0.15, 0.01
 # The log's times are written to the microsecond.

@@ -2,13 +2,13 @@
 load-test module's estimate, and the lines they read as."""
 import pytest
 
-from ascend_vllm_fleet import progress
-from conftest import load_library_module
+from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark
+from ansible_collections.ascend.fleet.plugins.plugin_utils import progress
 
 # The quick preset's shape, smaller: 1 image size x 2 output lengths x 2 concurrency levels, as the load-test
 # module's check mode plans it (its result's `planned`).
 MATRIX = {"image_sizes": ["640x480"], "max_tokens": [32, 8], "concurrency": [1, 4], "requests_per_group": 4}
-PLANNED = load_library_module("vllm_load_test").planned_groups(dict(MATRIX, estimate_seconds_per_token=0.09))
+PLANNED = vllm_benchmark.planned_groups(dict(MATRIX, estimate_seconds_per_token=0.09))
 ESTIMATE_S = 100.0
 
 
@@ -26,7 +26,7 @@ def running(number, max_tokens, concurrency, done, total=4):
 
 
 def test_shares_follow_the_modules_own_estimate_of_each_group():
-    load_test = load_library_module("vllm_load_test")
+    from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
     params = dict(MATRIX, estimate_seconds_per_token=0.09)
     expected = [load_test.estimate_seconds([g], params) for g in load_test.plan(params)]
     shares = progress.group_shares(PLANNED)

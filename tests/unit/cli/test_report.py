@@ -14,8 +14,8 @@ import sys
 import pytest
 from report_rows import group, write
 
-from ascend_vllm_fleet import report
-from bench_record import FIELD_NAMES, FIELDS, NOTES
+from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import FIELD_NAMES, FIELDS, NOTES
+from ansible_collections.ascend.fleet.plugins.plugin_utils import report
 from conftest import REPO
 
 # In the order report.html shows them: the fleet totals' chart heads the report.
@@ -179,8 +179,8 @@ def test_the_browser_check_catches_a_broken_or_missing_chart(fleet_report, brows
 def test_the_command_line_builds_a_report(fleet_report, tmp_path):
     report_dir = tmp_path / "again"
     shutil.copytree(fleet_report[0] / "raw", report_dir / "raw")
-    shown = subprocess.run([sys.executable, "-m", "ascend_vllm_fleet.report", str(report_dir), "--latency-target", "5"],
-                           stdout=subprocess.PIPE, universal_newlines=True, check=True)
+    shown = subprocess.run([sys.executable, "-m", "ascend_vllm_fleet.cli", "report", str(report_dir),
+                            "--latency-target", "5"], stdout=subprocess.PIPE, universal_newlines=True, check=True)
     assert shown.stdout == "report: %s (9 groups, 3 instance(s), 1 slow, 0 whose answers failed; %s)\n" % (
         report_dir / "report.html", "report.md, results.csv, totals.csv and summary.json beside it")
     assert json.loads((report_dir / "summary.json").read_text())["latency_target_s"] == 5
@@ -253,7 +253,7 @@ NAMED = "raw/node-a/v.jsonl: the record of 640x480, max_tokens 32, concurrency 1
 
 def refused(report_dir, *options):
     """stderr of the report command, which must have failed without a traceback."""
-    shown = subprocess.run([sys.executable, "-m", "ascend_vllm_fleet.report", str(report_dir)] + list(options),
+    shown = subprocess.run([sys.executable, "-m", "ascend_vllm_fleet.cli", "report", str(report_dir)] + list(options),
                            cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     assert shown.returncode != 0 and "Traceback" not in shown.stderr, shown.stderr
     assert "Fix:" in shown.stderr, shown.stderr

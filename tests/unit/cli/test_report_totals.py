@@ -7,7 +7,7 @@ import html
 import pytest
 from report_rows import write
 
-from ascend_vllm_fleet import report
+from ansible_collections.ascend.fleet.plugins.plugin_utils import report
 
 A1, A2 = ("node-a", "vllm-ascend-npu1"), ("node-a", "vllm-ascend-npu2")
 B1, B2 = ("node-b", "vllm-ascend-npu1"), ("node-b", "vllm-ascend-npu2")

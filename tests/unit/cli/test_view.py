@@ -10,12 +10,14 @@ import yaml
 from bench_events import BENCH_EVENTS, INSTANCES, A, B, task_start
 from rich.console import Console
 
-from ascend_vllm_fleet import progress, report, view
-from bench_record import append_result
-from conftest import REPO, load_library_module
+from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import append_result
+from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark
+from ansible_collections.ascend.fleet.plugins.plugin_utils import progress, report
+from ascend_vllm_fleet import view
+from conftest import REPO
 
 MATRIX = {"image_sizes": ["640x480"], "max_tokens": [32, 8], "concurrency": [1, 4], "requests_per_group": 4}
-PLANNED = load_library_module("vllm_load_test").planned_groups(dict(MATRIX, estimate_seconds_per_token=0.09))
+PLANNED = vllm_benchmark.planned_groups(dict(MATRIX, estimate_seconds_per_token=0.09))
 
 
 class Clock:

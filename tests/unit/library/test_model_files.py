@@ -2,13 +2,12 @@
 cannot use: each refused or reported incomplete with a message that names the input, what was expected and the
 fix; never a traceback, never passed as complete."""
 import json
-import subprocess
 
 import pytest
 import yaml
-from module_runs import assert_refused, run_module
+from module_runs import assert_refused, module_doc, run_module
 
-from conftest import REPO, venv_tool
+from conftest import REPO
 from twin import hosts
 
 INDEX = "model.safetensors.index.json"
@@ -21,13 +20,6 @@ ROLE_REQUIRED = yaml.safe_load((REPO / "roles/model_weights/defaults/main.yml").
 def check(tmp_path, **args):
     # The module imports module_utils/option_checks.py, which Ansible ships with it: run as the loader runs it.
     return run_module("model_files", **args)
-
-
-def module_doc():
-    result = subprocess.run([venv_tool("ansible-doc"), "-M", str(REPO / "library"), "--json", "model_files"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)["model_files"]
 
 
 def test_complete_folder(tmp_path):
@@ -58,7 +50,7 @@ def test_absent_folder_and_broken_index(tmp_path):
 
 def test_the_module_has_no_list_of_its_own(tmp_path):
     # Only the role's list says which files besides the weights a model needs.
-    assert module_doc()["doc"]["options"]["required"]["default"] == []
+    assert module_doc("model_files")["doc"]["options"]["required"]["default"] == []
     folder = tmp_path / "m"
     hosts.build_model(folder)
     for name in ("tokenizer.json", "config.json", "generation_config.json"):
@@ -101,7 +93,7 @@ def test_sizes_add_up_and_every_key_is_documented(tmp_path):
     result = check(tmp_path, path=str(folder), required=["config.json"])
     assert result["complete"] and result["shards"] == ["one.safetensors", "two.safetensors"]
     assert result["total_bytes"] == len(index) + len(one) + len(two) + 2
-    documented = set(module_doc()["return"])
+    documented = set(module_doc("model_files")["return"])
     assert set(result) - {"changed", "invocation"} == documented - {"msg"}
     (folder / "two.safetensors").unlink()
     failed = check(tmp_path, path=str(folder), fail_on_incomplete=True)

@@ -6,22 +6,17 @@ import subprocess
 import sys
 
 import pytest
-from module_runs import assert_refused, run_module
+from module_runs import MODULE_ENV, RUN_MODULE, assert_refused, module_doc, run_module
 
-from conftest import REPO, load_library_module, read_fixture, venv_tool
+from conftest import read_fixture
 from twin import hosts
-
-# The module imports ansible.module_utils.npu_smi, which Ansible ships with it; in the module's own process the
-# tests' loader puts it in place.
-RUN_MODULE = "from %s import load_library_module\nload_library_module('npu_facts').main()\n" % (
-    load_library_module.__module__)
 
 
 def run_npu_facts(tmp_path, **args):
     args_file = tmp_path / "args.json"
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    result = subprocess.run([sys.executable, "-c", RUN_MODULE, str(args_file)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, universal_newlines=True)
+    result = subprocess.run([sys.executable, "-c", RUN_MODULE % ("npu_facts", ""), str(args_file)], env=MODULE_ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     assert result.returncode == 0, result.stdout + result.stderr
     output = json.loads(result.stdout)
     assert output["changed"] is False
@@ -190,15 +185,8 @@ def test_check_mode_reads_the_same(tmp_path):
     assert facts["ready"] and facts["chip_count"] == 4
 
 
-def module_doc():
-    result = subprocess.run([venv_tool("ansible-doc"), "-M", str(REPO / "library"), "--json", "npu_facts"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)["npu_facts"]
-
-
 def test_ansible_doc_renders():
-    doc = module_doc()
+    doc = module_doc("npu_facts")
     assert set(doc["doc"]["options"]) == {"npu_smi", "driver_home", "firmware_home", "install_info", "dev_dir",
                                           "timeout"}
     assert "npu_facts:" in doc["examples"]
@@ -210,7 +198,7 @@ def test_every_returned_fact_is_documented(tmp_path):
     # foreign_process: a host with a process on a chip, so that the process entries are checked too.
     _, paths = twin_host(tmp_path, hosts.load_profiles()["foreign_process"])
     facts = run_npu_facts(tmp_path, **paths)
-    documented = module_doc()["return"]["ansible_facts"]["contains"]["ascend"]["contains"]
+    documented = module_doc("npu_facts")["return"]["ansible_facts"]["contains"]["ascend"]["contains"]
     assert set(facts) == set(documented)
     for name in ("cards", "chips", "processes"):
         assert facts[name], "%s: nothing to compare with the documentation" % name

@@ -1,5 +1,5 @@
 """library/vllm_probe.py on options it cannot use and on answers no vLLM server gives, from a tiny local server
-whose answers each test scripts (tests/fake_vllm.py's Scripted; test_vllm_load_test.py streams from it too)."""
+whose answers each test scripts (tests/fake_vllm.py's Scripted; test_vllm_benchmark.py streams from it too)."""
 import json
 import time
 

@@ -2,9 +2,8 @@
 of a `known` check, and the messages a failed check gives."""
 import pytest
 
-from ascend_vllm_fleet.host_code import load_module_util
+from ansible_collections.ascend.fleet.plugins.module_utils import answer_check
 
-answer_check = load_module_util("answer_check")
 COUNT_EN, COLOUR_ZH, COUNT_ZH = answer_check.QUESTIONS
 
 DEGENERATE = [

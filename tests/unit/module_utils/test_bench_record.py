@@ -7,7 +7,8 @@ import time
 import numpy
 import pytest
 
-from bench_record import (
+from ansible_collections.ascend.fleet.plugins.module_utils import bench_record
+from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
     FIELD_NAMES,
     GROUP_FIELDS,
     ProgressWriter,
@@ -22,7 +23,7 @@ from bench_record import (
     run_ended,
     summarise,
 )
-from openai_client import StreamResult
+from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import StreamResult
 
 # --- the results and progress files -------------------------------------------------------------------------------
 
@@ -65,8 +66,8 @@ def test_file_names_and_the_instance_they_belong_to():
 
 def test_progress_is_written_whole_throttled_and_finished(tmp_path, monkeypatch):
     clock = [100.0]
-    monkeypatch.setattr("bench_record.time.monotonic", lambda: clock[0])
-    monkeypatch.setattr("bench_record.time.time", lambda: 1700000000.0 + clock[0])
+    monkeypatch.setattr(bench_record.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(bench_record.time, "time", lambda: 1700000000.0 + clock[0])
     results = str(tmp_path / "a.jsonl")
     writer = ProgressWriter(results)
     state = {"group": {"image_size": "640x480", "max_tokens": 32, "concurrency": 8}, "group_number": 3,

@@ -1,9 +1,7 @@
 """module_utils/npu_holders.py: the one rule for a chip's node and the one reading of a process's container."""
 import pytest
 
-from ascend_vllm_fleet.host_code import load_module_util
-
-npu_holders = load_module_util("npu_holders")
+from ansible_collections.ascend.fleet.plugins.module_utils import npu_holders
 
 
 def test_container_id_from_cgroup_v1_and_v2():

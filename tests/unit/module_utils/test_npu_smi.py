@@ -1,7 +1,7 @@
 """module_utils/npu_smi.py: the parsers against every real sample, and which cards count as unhealthy."""
 import pytest
 
-import npu_smi
+from ansible_collections.ascend.fleet.plugins.module_utils import npu_smi
 from conftest import FIXTURES, REPO, read_fixture
 
 DUO4 = "info_310P3-duo_25.5.1_4cards_gofixture.txt"

@@ -8,8 +8,7 @@ import time
 import pytest
 from fake_vllm import FIRST_TOKEN_DELAY_S, Handler, server, serving  # noqa: F401  (the fixture)
 
-from conftest import free_port
-from openai_client import (
+from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
     IMAGE_PLACEHOLDER,
     Client,
     ClientError,
@@ -18,7 +17,8 @@ from openai_client import (
     image_data_url,
     stream_lines,
 )
-from png_images import png_image
+from ansible_collections.ascend.fleet.plugins.module_utils.png_images import png_image
+from conftest import free_port
 
 
 def streamed(url, model, timeout=10):

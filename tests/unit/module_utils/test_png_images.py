@@ -8,7 +8,7 @@ import zlib
 import pytest
 from PIL import Image
 
-import png_images
+from ansible_collections.ascend.fleet.plugins.module_utils import png_images
 
 SIZES = [(1920, 1080), (640, 480), (33, 9), (5, 3), (1, 1)]
 

@@ -6,10 +6,9 @@ import stat
 import pytest
 from fake_docker import FakeDocker
 
-from ascend_vllm_fleet.host_code import load_module_util
+from ansible_collections.ascend.fleet.plugins.module_utils import serving_plan, vllm_instance
+from ansible_collections.ascend.fleet.plugins.modules import vllm_plan
 
-serving_plan = load_module_util("serving_plan")
-vllm_instance = load_module_util("vllm_instance")
 PREFIX = "ascend-vllm-fleet"
 
 
@@ -157,9 +156,8 @@ def test_the_recorded_fields_are_the_ones_vllm_plan_documents():
     not written, fails here."""
     import yaml
 
-    from conftest import load_library_module
 
-    documented = yaml.safe_load(load_library_module("vllm_plan").RETURN)["plan"]["contains"]
+    documented = yaml.safe_load(vllm_plan.RETURN)["plan"]["contains"]
     from serving_plans import host
     from serving_plans import plan as planned
     recorded = serving_plan.complete(planned(host(), "per_card"), "/etc/vllm-ascend")

@@ -8,9 +8,8 @@ import stat
 import pytest
 from fake_docker import FakeDocker, Interrupted
 
-from ascend_vllm_fleet.host_code import load_module_util
+from ansible_collections.ascend.fleet.plugins.module_utils import vllm_instance
 
-vllm_instance = load_module_util("vllm_instance")
 IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
 NAME = "vllm-ascend"
 CHIPS = ["/dev/davinci0", "/dev/davinci1"]

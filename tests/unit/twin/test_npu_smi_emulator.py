@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-import npu_smi as npu_smi_parse
+from ansible_collections.ascend.fleet.plugins.module_utils import npu_smi as npu_smi_parse
 from conftest import REPO, read_fixture
 from twin import hosts, npu_smi
 

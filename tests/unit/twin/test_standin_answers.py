@@ -1,6 +1,6 @@
 """The stand-in's model as the answer checks meet it: it reads the pictures the checks draw and answers right
 when healthy, and answers `!` repeated, degenerate repetition or fluent wrong answers when told to; vllm_probe
-and vllm_load_test judge what it says. Everything runs in this process (the stand-in) and in a subprocess (the
+and vllm_benchmark judge what it says. Everything runs in this process (the stand-in) and in a subprocess (the
 module), without Docker."""
 import json
 import threading
@@ -12,11 +12,8 @@ from fake_vllm import MODEL, Scripted, scripted  # noqa: F401  (the fixture)
 from module_runs import run_module
 from standin_host import root, serve_args  # noqa: F401  (the fixture)
 
-from ascend_vllm_fleet.host_code import load_library_module, load_module_util
+from ansible_collections.ascend.fleet.plugins.module_utils import answer_check, openai_client
 from twin.vllm_standin import cli, server, vision
-
-answer_check = load_module_util("answer_check")
-openai_client = load_module_util("openai_client")
 
 
 @pytest.fixture
@@ -186,7 +183,7 @@ def test_the_load_test_records_a_model_going_bad_during_its_matrix(standin, tmp_
     results = tmp_path / "bench" / "vllm-ascend.jsonl"
     outcome = {}
     run = threading.Thread(target=lambda: outcome.update(run_module(
-        "vllm_load_test", base_url=base_url, results_file=str(results), image_sizes=["64x64"], max_tokens=[16],
+        "vllm_benchmark", base_url=base_url, results_file=str(results), image_sizes=["64x64"], max_tokens=[16],
         concurrency=[1, 2], requests_per_group=4, warmup_requests=1)))
     run.start()
     deadline = time.monotonic() + 60
@@ -200,7 +197,7 @@ def test_the_load_test_records_a_model_going_bad_during_its_matrix(standin, tmp_
     assert (before["answer_check"], before["passed"], after["answer_check"], after["passed"]) == (
         "before", True, "after", False)
     assert "!!!!" in after["failure"]
-    bench_record = load_module_util("bench_record")
+    from ansible_collections.ascend.fleet.plugins.module_utils import bench_record
     assert [check["passed"] for check in bench_record.read_answer_checks(str(results))] == [True, False]
     records, skipped = bench_record.read_results(str(results))
     assert len(records) == 2 and skipped == 0
@@ -211,10 +208,10 @@ def test_a_resume_with_nothing_left_to_measure_asks_nothing(standin, tmp_path):
     results = tmp_path / "vllm-ascend.jsonl"
     matrix = dict(base_url=base_url, results_file=str(results), image_sizes=["64x64"], max_tokens=[4],
                   concurrency=[1], requests_per_group=2, warmup_requests=0)
-    first = run_module("vllm_load_test", **matrix)
+    first = run_module("vllm_benchmark", **matrix)
     assert [check["answer_check"] for check in first["answer_checks"]] == ["before", "after"]
     written = results.read_text()
-    again = run_module("vllm_load_test", resume=True, **matrix)
+    again = run_module("vllm_benchmark", resume=True, **matrix)
     assert again["answer_checks"] == [] and results.read_text() == written
 
 
@@ -223,7 +220,7 @@ def test_the_progress_file_says_which_answer_check_asks(standin, tmp_path, monke
     take a slow check for a hung run."""
     base_url, _answers = standin
     results = tmp_path / "vllm-ascend.jsonl"
-    load_test = load_library_module("vllm_load_test")
+    from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
     written = []
     real_update = load_test.ProgressWriter.update
 

@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from bench_record import percentile
+from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import percentile
 from conftest import png_image
 from twin.vllm_standin import engine, images
 from twin.vllm_standin.server import count_prompt

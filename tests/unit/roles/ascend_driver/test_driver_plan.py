@@ -1,13 +1,10 @@
-"""The driver and firmware plan and the check after it (roles/ascend_driver/filter_plugins), on hand-made facts."""
-import sys
+"""The driver and firmware plan and the check after it (plugins/filter/ascend_driver.py), on hand-made facts."""
 
 import pytest
 import yaml
 
+from ansible_collections.ascend.fleet.plugins.filter import ascend_driver as driver
 from conftest import REPO
-
-sys.path.insert(0, str(REPO / "roles/ascend_driver/filter_plugins"))
-import ascend_driver as driver  # noqa: E402
 
 DEFAULTS = yaml.safe_load((REPO / "roles/ascend_driver/defaults/main.yml").read_text())
 DRIVER = "Ascend-hdk-310p-npu-driver_25.5.2_linux-aarch64.run"

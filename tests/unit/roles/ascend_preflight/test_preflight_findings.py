@@ -1,13 +1,9 @@
-"""The preflight verdicts (roles/ascend_preflight/filter_plugins) on hand-made facts."""
+"""The preflight verdicts (plugins/filter/ascend_preflight.py) on hand-made facts."""
 import copy
-import sys
 
 import pytest
 
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "roles/ascend_preflight/filter_plugins"))
-import ascend_preflight as preflight  # noqa: E402
+from ansible_collections.ascend.fleet.plugins.filter import ascend_preflight as preflight
 
 SETTINGS = {
     "architecture": "aarch64", "allowed_architectures": ["aarch64", "x86_64"],

@@ -1,17 +1,13 @@
-"""The gateway role's filters (roles/gateway/filter_plugins): its servers from the serving plans, and the errors for
+"""The gateway role's filters (plugins/filter/gateway.py): its servers from the serving plans, and the errors for
 plans it cannot serve together. Each plan is read and checked on its host by vllm_plan_info
 (tests/unit/module_utils/test_serving_plan.py). The config it renders and a real HAProxy run from it:
 tests/local/test_gateway_haproxy.py."""
-import sys
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from serving_plans import host, plan
 
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "roles/gateway/filter_plugins"))
-import gateway  # noqa: E402
+from ansible_collections.ascend.fleet.plugins.filter import gateway
 
 
 def read(host_name, recorded):

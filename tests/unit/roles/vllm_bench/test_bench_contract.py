@@ -1,18 +1,22 @@
 """Where the benchmark record is restated outside module_utils/bench_record.py, it says what bench_record says:
 the load test's documented group, the vllm_bench role's latency target, and the files its filters name."""
-import sys
 
 import yaml
 
-from bench_record import FIELD_NAMES, LATENCY_TARGET_S, ProgressWriter, read_progress, run_ended
-from conftest import REPO, load_library_module
-
-sys.path.insert(0, str(REPO / "roles/vllm_bench/filter_plugins"))
-import vllm_bench  # noqa: E402
+from ansible_collections.ascend.fleet.plugins.filter import vllm_bench
+from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
+    FIELD_NAMES,
+    LATENCY_TARGET_S,
+    ProgressWriter,
+    read_progress,
+    run_ended,
+)
+from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark
+from conftest import REPO
 
 
 def test_the_modules_documented_group_is_a_record():
-    documented = yaml.safe_load(load_library_module("vllm_load_test").RETURN)["groups"]["sample"][0]
+    documented = yaml.safe_load(vllm_benchmark.RETURN)["groups"]["sample"][0]
     assert list(documented) == list(FIELD_NAMES) + ["resumed"]
 
 

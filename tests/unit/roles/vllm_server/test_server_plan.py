@@ -3,7 +3,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from serving_plans import MANAGERS, PLAN_SETTINGS, host, plan, vllm_server
 
-from ascend_vllm_fleet.host_code import load_module_util
+from ansible_collections.ascend.fleet.plugins.module_utils import serving_plan
 
 # The role's settings for the docker run (vars/main.yml), with the role's defaults and no environment.
 RUN_SETTINGS = {"docker_bin": "docker", "label_prefix": "site", "restart_policy": "always", "shm_size": "10g",
@@ -18,7 +18,7 @@ RUN_SETTINGS = {"docker_bin": "docker", "label_prefix": "site", "restart_policy"
 
 def test_single_maps_every_chip_on_the_base_port_and_records_what_it_serves():
     # As vllm_plan records it on the host: the format, and each instance's container and files.
-    recorded = load_module_util("serving_plan").complete(plan(host()), "/etc/vllm-ascend")
+    recorded = serving_plan.complete(plan(host()), "/etc/vllm-ascend")
     assert recorded == {
         "format": 1, "host": "npu-node-01", "layout": "single",
         "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p", "served_name": "Qwen3-VL-8B-Instruct",

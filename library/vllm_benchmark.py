@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, ascend-vllm-fleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Ansible module vllm_load_test: a matrix of image-request load groups against one OpenAI-compatible endpoint."""
+"""Ansible module vllm_benchmark: a matrix of image-request load groups against one OpenAI-compatible endpoint."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -10,7 +10,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: vllm_load_test
+module: vllm_benchmark
 short_description: Load one vLLM multimodal endpoint over a matrix of image sizes, output lengths and concurrency
 description:
   - Runs one group of C(requests_per_group) streamed chat requests for every combination of C(image_sizes),
@@ -138,6 +138,8 @@ options:
     type: str
     choices: [known, sane, none]
     default: known
+extends_documentation_fragment:
+  - ascend.fleet.attributes
 attributes:
   check_mode:
     description: Can run in check mode and return what a run would do.
@@ -147,10 +149,6 @@ attributes:
     description: Would show what the module changed.
     support: none
     details: What it adds to C(results_file) is returned in C(groups).
-  platform:
-    description: Target OS families it runs on.
-    support: full
-    platforms: posix
 notes:
   - Long matrices take hours on 310P; run the module with C(async) and follow the progress file, so no SSH
     session has to stay open.
@@ -162,7 +160,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: The full 3x3x5 matrix, resumable
-  vllm_load_test:
+  vllm_benchmark:
     base_url: http://127.0.0.1:8000
     results_file: /var/lib/vllm-bench/vllm-ascend.jsonl
     resume: true
@@ -170,14 +168,14 @@ EXAMPLES = r"""
   poll: 60
 
 - name: A quick check of one size
-  vllm_load_test:
+  vllm_benchmark:
     image_sizes: [640x480]
     max_tokens: [32]
     concurrency: [1, 8]
     requests_per_group: 16
 
 - name: How long would the full matrix take?
-  vllm_load_test:
+  vllm_benchmark:
   check_mode: true
 """
 
@@ -295,9 +293,10 @@ import sys
 import threading
 import time
 
-from ansible.module_utils.answer_check import CHECKS, asker, check_answers
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.bench_record import (
+
+from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import CHECKS, asker, check_answers
+from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
     ProgressWriter,
     answer_check_record,
     append_result,
@@ -305,7 +304,7 @@ from ansible.module_utils.bench_record import (
     read_results,
     summarise,
 )
-from ansible.module_utils.openai_client import (
+from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
     Client,
     ClientError,
     ImageChat,
@@ -313,8 +312,18 @@ from ansible.module_utils.openai_client import (
     image_data_url,
     key_from_env_file,
 )
-from ansible.module_utils.option_checks import OptionError, number_above, number_at_least, unexpected_failure
-from ansible.module_utils.png_images import MAX_SIDE, ImageSeries, generated_size, parse_size
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
+    OptionError,
+    number_above,
+    number_at_least,
+    unexpected_failure,
+)
+from ansible_collections.ascend.fleet.plugins.module_utils.png_images import (
+    MAX_SIDE,
+    ImageSeries,
+    generated_size,
+    parse_size,
+)
 
 ARGUMENT_SPEC = dict(
     base_url=dict(type="str", default="http://127.0.0.1:8000"),

@@ -11,40 +11,22 @@ instance), plans (the registered check-mode run, one result per instance, with i
 resume, request_timeout_s, poll_interval, started_at (Unix time the runs were launched) and status_file.
 """
 import base64
-import importlib.util
 import json
 import os
-import pathlib
-import sys
 import tempfile
 import time
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-# On a controller that installed only requirements.txt, the package is importable from this repository.
-REPO = str(pathlib.Path(__file__).resolve().parents[3])
-if REPO not in sys.path:
-    sys.path.append(REPO)
-
-from ascend_vllm_fleet import progress  # noqa: E402
+# The role's filters: the same functions its tasks use.
+from ansible_collections.ascend.fleet.plugins.filter import vllm_bench as filters
+from ansible_collections.ascend.fleet.plugins.plugin_utils import progress
 
 display = Display()
 # A run whose progress says it ended has its job's result written by Ansible's async wrapper moments later.
 JOB_PATIENCE_S = 60
 JOB_RECHECK_S = 2
-
-
-def load_filters():
-    """The role's filters (file paths), the same functions its tasks use."""
-    path = pathlib.Path(__file__).resolve().parents[1] / "filter_plugins" / "vllm_bench.py"
-    spec = importlib.util.spec_from_file_location("vllm_bench_filters", str(path))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-filters = load_filters()
 
 
 class Instance:

@@ -7,16 +7,9 @@ then the driver, whose firmware upgrade tool the firmware package needs. A packa
 `--nox11 --quiet` always (`--quiet` also accepts the EULA). Firmware takes effect only after a reboot; a driver
 takes effect at once unless its PCIe hot reset fails (exit code 2), and then after a reboot.
 """
-import pathlib
-import sys
 
-# On a controller that installed only requirements.txt, the package is importable from this repository.
-REPO = str(pathlib.Path(__file__).resolve().parents[3])
-if REPO not in sys.path:
-    sys.path.append(REPO)
-
-from ascend_vllm_fleet.mounts import free_bytes  # noqa: E402
-from ascend_vllm_fleet.versions import version_key  # noqa: E402
+from ansible_collections.ascend.fleet.plugins.plugin_utils.mounts import free_bytes
+from ansible_collections.ascend.fleet.plugins.plugin_utils.versions import version_key
 
 COMPONENTS = ("driver", "firmware")
 
@@ -171,12 +164,12 @@ def describe(host, plan):
     if plan["state"] == "current":
         return "%s: current (driver %s, firmware %s): nothing to do" % (
             host, plan["driver"]["wanted"], plan["firmware"]["wanted"])
-    steps = ", then ".join("%s %s %s -> %s (%s)" % (step["component"], {"install": "install", "upgrade": "upgrade",
-                                                                           "rollback": "roll back"}[
-                               plan[step["component"]]["action"]], step["from"] or "none", step["to"],
-                               step["package"]) for step in plan["steps"])
-    line = "%s: %s: %s; reboot %s; Secure Boot: %s" % (host, plan["state"], steps or "no package", plan["reboot"],
-                                                      plan["secure_boot"])
+    verbs = {"install": "install", "upgrade": "upgrade", "rollback": "roll back"}
+    steps = ", then ".join("%s %s %s -> %s (%s)" % (
+        step["component"], verbs[plan[step["component"]]["action"]], step["from"] or "none", step["to"],
+        step["package"]) for step in plan["steps"])
+    line = "%s: %s: %s; reboot %s; Secure Boot: %s" % (
+        host, plan["state"], steps or "no package", plan["reboot"], plan["secure_boot"])
     if plan["problems"]:
         line += ". REFUSED: " + " | ".join(plan["problems"])
     return line

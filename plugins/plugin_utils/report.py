@@ -2,7 +2,7 @@
 
 The tables are results.csv (one row per host, instance and group) and totals.csv (the totals below).
 
-Input: ``<report dir>/raw/<host>/<instance>.jsonl``, the results files the vllm_load_test module writes (their
+Input: ``<report dir>/raw/<host>/<instance>.jsonl``, the results files the vllm_benchmark module writes (their
 record is module_utils/bench_record.py's). Charts follow the seed's three (p95 latency by image size, p95
 latency by max_tokens, throughput), plus TTFT and a per-instance comparison that makes a slow host stand out.
 The text comes from templates/report.md.j2 and templates/report.html.j2.
@@ -30,27 +30,23 @@ see it) is written like an instance's, under the instance name ``gateway``: its 
 the gateway held. They are not an instance: they stay out of the medians, the recommendations, the instance
 comparison and the totals, and show as their own series, "through the gateway", beside the fleet totals.
 
-Usage: python -m ascend_vllm_fleet.report REPORT_DIR [--latency-target SECONDS]
+Written by the vllm_bench role's last step (its action vllm_bench_report) and by `ascend-vllm-fleet report`.
 """
-import argparse
 import base64
 import csv
 import json
 import math
 import pathlib
 import statistics
-import sys
 import time
 
 import jinja2
 
-from .host_code import REPO, load_module_util
+from ansible_collections.ascend.fleet.plugins.module_utils import answer_check, bench_record
+from ansible_collections.ascend.fleet.plugins.module_utils.png_images import parse_size
 
-bench_record = load_module_util("bench_record")
-answer_check = load_module_util("answer_check")
-parse_size = load_module_util("png_images").parse_size
-
-TEMPLATES = REPO / "templates"
+# The collection's templates/ (plugins/plugin_utils/report.py is two folders down from the collection's root).
+TEMPLATES = pathlib.Path(__file__).parents[2] / "templates"
 COLUMNS = ("host", "instance") + bench_record.FIELD_NAMES + ("answers",)
 # An instance whose throughput is below this share of the fleet's median is called out as slow.
 SLOW_SHARE = 0.8
@@ -62,7 +58,7 @@ REQUIRED = bench_record.GROUP_FIELDS + METRICS[:2]
 GATEWAY_INSTANCE = "gateway"
 # What a total adds up over the instances of a group, with the digits the record keeps of each.
 SUMMED = (("rps", 4), ("output_tokens_per_s", 2), ("total_tokens_per_s", 2))
-SUMMED_NAMES = tuple(name for name, _ in SUMMED)
+SUMMED_NAMES = tuple(name for name, _digits in SUMMED)
 TOTAL_COLUMNS = (("scope", "host") + bench_record.GROUP_FIELDS + ("users",) + SUMMED_NAMES
                  + ("worst_p95_latency_s", "instances", "instances_expected", "partial", "missing"))
 
@@ -79,12 +75,12 @@ def is_number(value):
 def record_problem(record):
     """What keeps the report from using a record, worded to follow "the record of <its group>"; None if nothing.
 
-    A record vllm_load_test wrote has every field; one that lacks a field or holds another kind of value comes
+    A record vllm_benchmark wrote has every field; one that lacks a field or holds another kind of value comes
     from elsewhere (an older collection, a hand edit), and would otherwise fail deep in a chart or a median.
     """
     missing = [name for name in REQUIRED if name not in record]
     if missing:
-        return "lacks %s: expected the fields vllm_load_test writes (module_utils/bench_record.py FIELDS)" % (
+        return "lacks %s: expected the fields vllm_benchmark writes (module_utils/bench_record.py FIELDS)" % (
             ", ".join(missing))
     try:
         parse_size(record["image_size"])
@@ -228,7 +224,7 @@ def counted(row):
 def add_up(key, groups_by_instance, instances):
     """The total of the group key over instances, (host, instance) pairs, each with its rows by group key."""
     found = [(instance, groups_by_instance[instance].get(key)) for instance in instances]
-    counting = [row for _, row in found if row is not None and counted(row)]
+    counting = [row for _instance, row in found if row is not None and counted(row)]
     total = dict(zip(bench_record.GROUP_FIELDS, key), users=sum(row["concurrency"] for row in counting))
     for name, digits in SUMMED:
         total[name] = round(sum(row[name] for row in counting), digits) if counting else None
@@ -248,7 +244,7 @@ def totals(rows):
     instances = sorted(groups_by_instance)
     keys = sorted({key for groups in groups_by_instance.values() for key in groups}, key=group_order)
     host_totals = [dict(add_up(key, groups_by_instance, [i for i in instances if i[0] == host]), host=host)
-                   for host in sorted({host for host, _ in instances}) for key in keys]
+                   for host in sorted({host for host, _name in instances}) for key in keys]
     return host_totals, [add_up(key, groups_by_instance, instances) for key in keys]
 
 
@@ -290,8 +286,8 @@ def capacity(points, latency_target, who):
                          "instance, so %s has no complete total" % (size, tokens, who))
             found.append(entry)
             continue
-        (_, _, point), meets = choose([(point["worst_p95_latency_s"], point["total_tokens_per_s"], point)
-                                       for point in complete], latency_target)
+        (_p95, _throughput, point), meets = choose(
+            [(point["worst_p95_latency_s"], point["total_tokens_per_s"], point) for point in complete], latency_target)
         entry.update({name: point[name] for name in ("concurrency", "users", "rps", "output_tokens_per_s",
                                                      "total_tokens_per_s", "worst_p95_latency_s")})
         entry["meets_target"] = meets
@@ -548,7 +544,10 @@ def write_report(report_dir, rows, skipped, checks, latency_target):
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     totals_figure, figures = draw(measured, report_dir, reference, entries,
                                   [total for total in fleet_totals if total["users"]], gateway)
-    embed = lambda figure: dict(figure, data_uri=data_uri(report_dir / figure["file"]))
+
+    def embed(figure):
+        return dict(figure, data_uri=data_uri(report_dir / figure["file"]))
+
     context = {"summary": summary, "totals_figure": embed(totals_figure) if totals_figure else None,
                "figures": [embed(figure) for figure in figures], "fields": bench_record.FIELDS,
                "notes": bench_record.NOTES, "degenerate_rules": answer_check.DEGENERATE_RULES}
@@ -563,17 +562,3 @@ def describe(report_dir, summary):
             "totals.csv and summary.json beside it)" % (
                 pathlib.Path(report_dir) / "report.html", summary["groups"], summary["instances"],
                 len(summary["slow_instances"]), len(summary["answers_failed"])))
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m ascend_vllm_fleet.report", description=__doc__.split("\n")[0])
-    parser.add_argument("report_dir", help="folder holding raw/<host>/<instance>.jsonl")
-    parser.add_argument("--latency-target", type=float, default=bench_record.LATENCY_TARGET_S,
-                        help="p95 latency (seconds) the recommended concurrency must meet (default %(default)g)")
-    args = parser.parse_args(argv)
-    print(describe(args.report_dir, build(args.report_dir, args.latency_target)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""library/vllm_load_test.py: its run against the local OpenAI-like server of tests/fake_vllm.py (no Docker), the
+"""library/vllm_benchmark.py: its run against the local OpenAI-like server of tests/fake_vllm.py (no Docker), the
 request bodies it sends, and (with module_utils/openai_client.py's stream reader) what it does with options it cannot
 use, which it refuses before sending or writing anything, and with streams no request should end the run for: each
 such request counts as failed, by kind, and the run goes on."""
@@ -13,10 +13,13 @@ from fake_vllm import MODEL, Handler, Scripted, scripted, server, serving  # noq
 from module_runs import SECRET, assert_refused, run_module
 from PIL import Image
 
-from bench_record import progress_file, read_progress, read_results
-from conftest import free_port, load_library_module, png_image
-
-load_test = load_library_module("vllm_load_test")
+from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
+    progress_file,
+    read_progress,
+    read_results,
+)
+from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
+from conftest import free_port, png_image
 
 
 def params(**overrides):
@@ -151,7 +154,7 @@ def test_a_progress_file_that_cannot_be_written_does_not_stop_the_run(server, tm
 # --- the request bodies, each with its own image ------------------------------------------------------------------
 
 def test_load_test_bodies_are_json_with_their_own_image():
-    load_test = load_library_module("vllm_load_test")
+    from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
     params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
     params.update(requests_per_group=3, prompt='say "ascend-vllm-fleet:image-url"')
     bodies = load_test.LoadTest(params, None, "Qwen3-VL-8B-Instruct").bodies(
@@ -169,7 +172,7 @@ def test_load_test_bodies_are_json_with_their_own_image():
 
 
 def test_shared_images_make_one_body():
-    load_test = load_library_module("vllm_load_test")
+    from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
     params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
     params.update(requests_per_group=3, unique_images=False)
     bodies = load_test.LoadTest(params, None, "m").bodies({"image_size": "64x48", "max_tokens": 8, "concurrency": 1})
@@ -187,7 +190,7 @@ DONE = b"data: [DONE]"
 
 
 def run_load_test(**args):
-    return run_module("vllm_load_test", **dict(SMALL, **args))
+    return run_module("vllm_benchmark", **dict(SMALL, **args))
 
 
 def planned(**args):
@@ -340,7 +343,7 @@ def test_a_key_read_from_its_env_file_is_masked_when_the_server_echoes_it(tmp_pa
     env_file = tmp_path / "vllm-ascend.env"
     env_file.write_text("VLLM_API_KEY=%s\n" % SECRET)
     Scripted.chat = (500, json.dumps({"error": {"message": "bad key %s in request" % SECRET}}).encode())
-    result = run_module("vllm_load_test", **dict(SMALL, base_url=scripted, api_key_file=str(env_file),
+    result = run_module("vllm_benchmark", **dict(SMALL, base_url=scripted, api_key_file=str(env_file),
                                                  answer_check="sane"))
     assert not result.get("failed"), result
     (before, after) = result["answer_checks"]

@@ -4,16 +4,9 @@ Kept in Python rather than Jinja so every rule reads as one function and is unit
 which check, what was found, what is required and how to fix it; the role adds the host name.
 """
 import os
-import pathlib
-import sys
 
-# On a controller that installed only requirements.txt, the package is importable from this repository.
-REPO = str(pathlib.Path(__file__).resolve().parents[3])
-if REPO not in sys.path:
-    sys.path.append(REPO)
-
-from ascend_vllm_fleet.mounts import free_bytes  # noqa: E402
-from ascend_vllm_fleet.versions import version_key  # noqa: E402
+from ansible_collections.ascend.fleet.plugins.plugin_utils.mounts import free_bytes
+from ansible_collections.ascend.fleet.plugins.plugin_utils.versions import version_key
 
 # Known trouble with 24.x drivers (vLLM-Ascend issue 3860, and the seed's experience with 24.x + vLLM 0.11.0),
 # and the driver families CANN 8.5 (inside the v0.18.0rc1 image) supports.

@@ -1,15 +1,13 @@
 """A benchmark run as an operator follows it: each instance's phase, group, requests, errors so far, elapsed
 time and ETA.
 
-The vllm_bench role's follow step (roles/vllm_bench/action_plugins/vllm_bench_follow.py) reads the files the
+The vllm_bench role's follow step (plugins/action/vllm_bench_follow.py) reads the files the
 load-test module keeps on each host (module_utils/bench_record.py owns their format), works out each
 instance's status here and keeps the host's statuses in <report folder>/progress/<host>.json, which the
 ascend-vllm-fleet command's live view reads. The ETA starts from the module's own estimate (its check mode's
 estimated_seconds) and, once requests have finished, follows the pace measured so far.
 """
-from .host_code import load_module_util
-
-bench_record = load_module_util("bench_record")
+from ansible_collections.ascend.fleet.plugins.module_utils import bench_record
 
 # The <report folder>/progress/<host>.json a follow step writes: format, host, started_at (Unix time the run
 # was launched), updated_at (Unix time of the write) and instances (one status per instance, as

@@ -1,19 +1,13 @@
 """Where an instance's benchmark files are on its host, as module_utils/bench_record.py (the one owner of those
 files' format) says; the plan's lines and where the run's statuses are kept, as
-ascend_vllm_fleet/progress.py says.
+plugins/plugin_utils/progress.py says.
 
-The role's tasks and its follow step (action_plugins/vllm_bench_follow.py) use these, so they repeat neither
+The role's tasks and its follow step (plugins/action/vllm_bench_follow.py) use these, so they repeat neither
 the file names nor the files' fields.
 """
 import pathlib
-import sys
 
-# On a controller that installed only requirements.txt, the package is importable from this repository.
-REPO = str(pathlib.Path(__file__).resolve().parents[3])
-if REPO not in sys.path:
-    sys.path.append(REPO)
-
-from ascend_vllm_fleet import progress  # noqa: E402
+from ansible_collections.ascend.fleet.plugins.plugin_utils import progress
 
 bench_record = progress.bench_record
 
