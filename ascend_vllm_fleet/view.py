@@ -4,7 +4,7 @@ One row per host (its phase and task; for a long wait, how long so far and how l
 host's benchmarks are followed, one row per instance: phase, group n/N with its parameters, requests done in
 the group, errors so far, elapsed time and ETA. The host rows come from ansible-runner's events; the instance
 rows from the statuses the vllm_bench role's follow step keeps in <report folder>/progress/<host>.json
-(ascend_vllm_fleet/progress.py), the same the playbook's own output prints a line of at each group change.
+(plugins/plugin_utils/progress.py), the same the playbook's own output prints a line of at each group change.
 
 On a terminal the rows are redrawn in place (rich); otherwise a row is printed as a line when it changes, and
 never twice the same.
@@ -23,10 +23,10 @@ from . import REPO
 # The long waits of a deploy, by the module that waits: what the operator reads, and the variable (and its
 # role) that bounds the wait, None for a wait with no bound of its own.
 LONG_WAITS = {
-    "vllm_probe": ("loading model", ("vllm_server", "vllm_server_ready_timeout")),
+    "ascend.fleet.vllm_probe": ("loading model", ("vllm_server", "vllm_server_ready_timeout")),
     # vllm_server waits for its loading instances together, as async jobs: the role's only async_status.
     "ansible.builtin.async_status": ("loading model", ("vllm_server", "vllm_server_ready_timeout")),
-    "docker_image_pull": ("pulling image", None),
+    "ascend.fleet.docker_image_pull": ("pulling image", None),
 }
 COLUMNS = ("host", "instance", "phase", "group", "parameters", "requests", "errors", "elapsed", "ETA")
 REFRESH_S = 1.0

@@ -15,15 +15,15 @@ def planned(host, name, port):
     """A runner_item_on_ok of the plan task, as ansible-runner records it (res trimmed to what a reader uses)."""
     return {"event": "runner_item_on_ok", "event_data": {
         "host": host, "task": "Plan the benchmark of every instance", "role": "vllm_bench",
-        "task_action": "vllm_benchmark", "resolved_action": "vllm_benchmark",
+        "task_action": "ascend.fleet.vllm_benchmark", "resolved_action": "ascend.fleet.vllm_benchmark",
         "res": {"changed": False, "item": {"name": name, "port": port}, "planned_groups": 4, "planned_requests": 16,
                 "estimated_seconds": 38.9, "stopped_by_deadline": False, "groups": [],
                 "_ansible_item_label": name}}}
 
 
 # What a bench run emits up to its follow step: both hosts plan their instances, then show the plan.
-BENCH_EVENTS = (task_start(A, "Plan the benchmark of every instance", "vllm_benchmark")
-                + task_start(B, "Plan the benchmark of every instance", "vllm_benchmark")
+BENCH_EVENTS = (task_start(A, "Plan the benchmark of every instance", "ascend.fleet.vllm_benchmark")
+                + task_start(B, "Plan the benchmark of every instance", "ascend.fleet.vllm_benchmark")
                 + [planned(A, name, 8000 + index) for index, name in enumerate(INSTANCES[A])]
                 + [planned(B, INSTANCES[B][0], 8000)]
                 + task_start(A, "Show the plan (groups, requests and the module's estimate of the time)",

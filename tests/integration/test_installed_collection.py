@@ -1,6 +1,7 @@
 """The collection as a user gets it: the tarball scripts/collection.py builds, installed with ansible-galaxy into an
 empty collections path, deploys a twin host from a project of the user's own that names everything by its full
-name, and knows nothing of this checkout."""
+name, and knows nothing of this checkout: the instance the checkout deployed is removed and the installed
+collection starts it again, from the same spec."""
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import pytest
 
 from conftest import REPO, venv_tool
 from twin_fleet import DEFAULT_CONTAINER as NAME
+from twin_fleet import LABEL
 
 pytestmark = pytest.mark.docker
 HOST = "npu-c"  # the shared single host: two cards, deployed from the checkout
@@ -109,15 +111,18 @@ def test_a_users_playbook_of_full_names_deploys_from_the_installed_collection(in
     assert doc.returncode == 0, doc.stderr
     assert json.loads(doc.stdout)["ascend.fleet.npu_facts"]["doc"]["filename"].startswith(str(collections))
 
-    before = fleet[HOST].inspect(NAME)["Id"]
+    # The host was deployed from the checkout; its instance goes, and the installed collection brings it back.
+    deployed = fleet[HOST].inspect(NAME)["Config"]["Labels"]["%s.config-hash" % LABEL]
+    fleet[HOST].docker("rm", "-f", NAME)
     fleet.write([HOST])
-    run = subprocess.run([venv_tool("ansible-playbook"), "-i", str(fleet.inventory), "deploy.yml", "--skip-tags",
-                          "preflight"], cwd=str(project), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         universal_newlines=True, timeout=900, check=False)
+    run = subprocess.run([venv_tool("ansible-playbook"), "-i", str(fleet.inventory), "deploy.yml"], cwd=str(project),
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                         timeout=900, check=False)
     assert run.returncode == 0, run.stdout
-    # The host was deployed from the checkout: the installed collection renders the same spec, so it changes
-    # nothing and the container serving before is the one serving after.
-    assert RECAP.findall(run.stdout) == [(HOST, "0", "0", "0")], run.stdout
-    assert fleet[HOST].inspect(NAME)["Id"] == before
+    ((host, changed, unreachable, failed),) = RECAP.findall(run.stdout)
+    assert (host, unreachable, failed) == (HOST, "0", "0") and int(changed) > 0, run.stdout
+    # It serves again, from the very spec the checkout rendered.
+    serving = fleet[HOST].inspect(NAME)
+    assert serving["State"]["Running"] and serving["Config"]["Labels"]["%s.config-hash" % LABEL] == deployed
     assert "chips 4, instances 1, groups planned 1" in run.stdout, run.stdout
     assert "vllm_load_test is now ascend.fleet.vllm_benchmark" in run.stdout, run.stdout

@@ -1,4 +1,4 @@
-"""ascend_vllm_fleet/progress.py: an instance's phase, group, errors, elapsed time and ETA, from its files and the
+"""plugins/plugin_utils/progress.py: an instance's phase, group, errors, elapsed time and ETA, from its files and the
 load-test module's estimate, and the lines they read as."""
 import pytest
 

@@ -1,4 +1,4 @@
-"""ascend_vllm_fleet/report.py: the fleet report from hand-made results (recommended concurrency, slow instance,
+"""plugins/plugin_utils/report.py: the fleet report from hand-made results (recommended concurrency, slow instance,
 CSV, charts, and the HTML report opened in a real headless browser), and report folders and results it cannot
 use: a message that names the folder, file or record, what was expected and the fix, and a non-zero exit, never
 a traceback; lines that hold no record are skipped and counted. Host and fleet totals: test_report_totals.py."""

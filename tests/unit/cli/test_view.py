@@ -154,7 +154,8 @@ def deploy_view(tmp_path, extravars):
     clock = Clock()
     fleet_view = view.FleetView(bounds=view.WaitBounds(inventory, extravars), clock=clock)
     for host in (A, B):
-        for event in task_start(host, "Wait until the new container serves", "vllm_probe", role="vllm_server"):
+        for event in task_start(host, "Wait until the new container serves", "ascend.fleet.vllm_probe",
+                                role="vllm_server"):
             fleet_view.handle(event)
     clock.now += 130
     return {row.ident[0]: row for row in fleet_view.rows()}
