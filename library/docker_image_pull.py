@@ -74,12 +74,12 @@ attributes:
 
 EXAMPLES = r"""
 - name: Pull the vLLM-Ascend image through a mirror
-  docker_image_pull:
+  ascend.fleet.docker_image_pull:
     name: registry.example.cn/ascend/vllm-ascend:v0.18.0rc1-310p
     retries: 8
 
 - name: Pull it pinned by digest
-  docker_image_pull:
+  ascend.fleet.docker_image_pull:
     name: quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
     digest: sha256:4f1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c
 """

@@ -77,7 +77,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Drain an instance and wait until its requests in flight have ended
-  haproxy_server:
+  ascend.fleet.haproxy_server:
     backend: vllm_instances
     server: npu-node-01:vllm-ascend
     state: drain
@@ -85,7 +85,7 @@ EXAMPLES = r"""
     timeout: 600
 
 - name: Put it back once its health checks pass
-  haproxy_server:
+  ascend.fleet.haproxy_server:
     backend: vllm_instances
     server: npu-node-01:vllm-ascend
     state: ready

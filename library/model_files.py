@@ -61,7 +61,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Check the Qwen3-VL-8B-Instruct folder
-  model_files:
+  ascend.fleet.model_files:
     path: /data/models/Qwen3-VL-8B-Instruct
     required: [config.json, tokenizer.json, tokenizer_config.json, preprocessor_config.json]
     fail_on_incomplete: true

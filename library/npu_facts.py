@@ -76,10 +76,10 @@ seealso:
 
 EXAMPLES = r"""
 - name: Gather Ascend facts
-  npu_facts:
+  ascend.fleet.npu_facts:
 
 - name: Gather facts where the driver lives elsewhere
-  npu_facts:
+  ascend.fleet.npu_facts:
     npu_smi: /opt/ascend/bin/npu-smi
     driver_home: /opt/ascend/driver
     firmware_home: /opt/ascend/firmware

@@ -42,7 +42,7 @@ extends_documentation_fragment:
 
 EXAMPLES = r"""
 - name: List what holds the chips
-  npu_holders:
+  ascend.fleet.npu_holders:
   register: holders
 
 - name: Refuse while another container maps a chip

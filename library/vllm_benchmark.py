@@ -160,7 +160,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: The full 3x3x5 matrix, resumable
-  vllm_benchmark:
+  ascend.fleet.vllm_benchmark:
     base_url: http://127.0.0.1:8000
     results_file: /var/lib/vllm-bench/vllm-ascend.jsonl
     resume: true
@@ -168,14 +168,14 @@ EXAMPLES = r"""
   poll: 60
 
 - name: A quick check of one size
-  vllm_benchmark:
+  ascend.fleet.vllm_benchmark:
     image_sizes: [640x480]
     max_tokens: [32]
     concurrency: [1, 8]
     requests_per_group: 16
 
 - name: How long would the full matrix take?
-  vllm_benchmark:
+  ascend.fleet.vllm_benchmark:
   check_mode: true
 """
 

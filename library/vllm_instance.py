@@ -105,7 +105,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Decide what the instance needs, changing nothing
-  vllm_instance:
+  ascend.fleet.vllm_instance:
     name: vllm-ascend
     run: [[docker, run, --detach, --name, vllm-ascend], [--, "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"],
           [vllm, serve, /models/Qwen3-VL-8B-Instruct]]
@@ -117,7 +117,7 @@ EXAMPLES = r"""
   register: decided
 
 - name: Remove what the replacement set aside, now that it serves
-  vllm_instance:
+  ascend.fleet.vllm_instance:
     name: vllm-ascend
     state: committed
     script: /etc/vllm-ascend/vllm-ascend.sh

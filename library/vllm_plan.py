@@ -84,7 +84,7 @@ attributes:
 
 EXAMPLES = r"""
 - name: Record the plan and remove the instances it no longer has
-  vllm_plan:
+  ascend.fleet.vllm_plan:
     plan: "{{ vllm_server_plan }}"
     path: /etc/vllm-ascend/plan.json
     config_dir: /etc/vllm-ascend
@@ -94,7 +94,7 @@ EXAMPLES = r"""
   register: recorded
 
 - name: Remove every instance, its files, the plan and the salt
-  vllm_plan:
+  ascend.fleet.vllm_plan:
     state: absent
     host: "{{ inventory_hostname }}"
     path: /etc/vllm-ascend/plan.json

@@ -38,7 +38,7 @@ extends_documentation_fragment:
 
 EXAMPLES = r"""
 - name: Read the serving plan
-  vllm_plan_info:
+  ascend.fleet.vllm_plan_info:
     path: /etc/vllm-ascend/plan.json
     host: "{{ inventory_hostname }}"
   register: recorded

@@ -119,14 +119,14 @@ attributes:
 
 EXAMPLES = r"""
 - name: Wait for the instance and ask it about an image
-  vllm_probe:
+  ascend.fleet.vllm_probe:
     base_url: http://127.0.0.1:8000
     model: Qwen3-VL-8B-Instruct
     container: vllm-ascend
     timeout: 1200
 
 - name: Only require answers that are words, not the "!!!!" of an fp16 overflow
-  vllm_probe:
+  ascend.fleet.vllm_probe:
     model: Qwen3-VL-8B-Instruct
     answer_check: sane
 """

@@ -15,9 +15,8 @@ from conftest import REPO, venv_tool
 # is imported by its collection name, with no controller code loaded; `prepare` may then replace a function of the
 # module to make it break.
 MODULE_ENV = dict(os.environ, PYTHONPATH=str(REPO / "collections"))
-RUN_MODULE = ("import importlib\n"
-              "module = importlib.import_module('ansible_collections.ascend.fleet.plugins.modules.%s')\n"
-              "%s\nmodule.main()\n")
+MODULES = "ansible_collections.ascend.fleet.plugins.modules"
+RUN_MODULE = "import importlib\nmodule = importlib.import_module('" + MODULES + ".%s')\n%s\nmodule.main()\n"
 SECRET = "sk-do-not-show-this"
 # A `prepare` for run_module: Docker CLI calls end after 1 s instead of docker_cli.DEFAULT_TIMEOUT_S.
 SHORT_DOCKER_TIMEOUT = ("from ansible_collections.ascend.fleet.plugins.module_utils import docker_cli\n"

@@ -1,10 +1,14 @@
 """What every module does with input it cannot use: an error that names the input, what was expected and the
 fix, never a traceback, even when something unforeseen breaks (the per-module tables: the other
 test_<module>.py files of this folder; run_module and assert_refused: tests/module_runs.py)."""
+import importlib
 import json
 
 import pytest
-from module_runs import SECRET, assert_refused, run_module
+import yaml
+from module_runs import MODULES, SECRET, assert_refused, run_module
+
+from conftest import REPO
 
 # Per module: arguments it accepts, and a function of it replaced by one that breaks in a way nobody foresaw.
 UNFORESEEN = {
@@ -56,3 +60,13 @@ def test_ansibles_own_checks_name_the_option(name, args, expected):
     # The argument spec's checks come first; the modules rely on them for types, required and unknown options.
     result = run_module(name, **args)
     assert result["failed"] is True and expected in result["msg"]
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in (REPO / "library").glob("*.py")))
+def test_the_examples_call_each_module_by_its_full_name(name):
+    """Users copy the examples ansible-doc shows: a short name resolves only inside this checkout's playbooks."""
+    examples = yaml.safe_load(importlib.import_module(MODULES + "." + name).EXAMPLES)
+    keywords = {"name", "register", "when", "run_once", "loop", "loop_control", "check_mode", "become", "vars",
+                "delegate_to", "changed_when", "failed_when", "until", "retries", "delay", "async", "poll"}
+    called = {key for task in examples for key in task if key not in keywords and not key.startswith("ansible.")}
+    assert called == {"ascend.fleet." + name}, called
