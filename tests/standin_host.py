@@ -18,7 +18,8 @@ def root(tmp_path, monkeypatch):
     monkeypatch.setenv("VLLM_TWIN_LOAD_S", "0")
     monkeypatch.setenv("VLLM_TWIN_SPEED", "40")
     monkeypatch.setenv("VLLM_TWIN_REQUEST_LOG", str(tmp_path / "requests.jsonl"))
-    for name in ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "LD_PRELOAD", "VLLM_TWIN_CRASH_PIXELS"):
+    for name in ("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "LD_PRELOAD", "VLLM_TWIN_CRASH_PIXELS",
+                 "SOC_VERSION", "VLLM_ENGINE_READY_TIMEOUT_S"):
         monkeypatch.delenv(name, raising=False)
     yield folder
     npu.release_chips()

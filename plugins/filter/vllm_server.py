@@ -173,7 +173,11 @@ def vllm_server_docker_run(instance, plan, settings):
     for source, target, mode, _variable in vllm_server_mounts(settings):
         lines.append(["-v", "%s:%s%s" % (source, target, ":" + mode if mode else "")])
     lines.append(["-p", "%s:%d:%d" % (settings["bind_address"], instance["port"], settings["container_port"])])
-    env = dict(settings["env"])
+    if settings["log_driver"]:
+        lines.append(["--log-driver", settings["log_driver"]])
+    for key, value in sorted(settings["log_options"].items()):
+        lines.append(["--log-opt", "%s=%s" % (key, value)])
+    env = dict(vllm_server_env(settings), **settings["env"])
     if settings["jemalloc_path"]:
         # The image sets LD_PRELOAD only in ~/.bashrc, which the container's non-interactive command never reads.
         env["LD_PRELOAD"] = settings["jemalloc_path"]
@@ -189,6 +193,18 @@ def vllm_server_docker_run(instance, plan, settings):
     lines.append(["--", plan["image"]])
     return lines + vllm_serve_lines(plan, settings, cpu_binding_off=settings["cpu_binding"] == "disabled" or (
         settings["cpu_binding"] == "cpuset" and plan["layout"] == "per_card" and not instance.get("cpus")))
+
+
+def vllm_server_env(settings):
+    """What the role sets in every container's environment beside vllm_server_env (which may override any)."""
+    # vLLM gives up on its engine after VLLM_ENGINE_READY_TIMEOUT_S (vllm/envs.py, 600 s): it waits as long as the
+    # role does, or a slow load would end in a restart loop instead of serving.
+    env = {"VLLM_ENGINE_READY_TIMEOUT_S": str(settings["ready_timeout"])}
+    if settings["hub_offline"]:
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    if not settings["usage_stats"]:
+        env.update(VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    return env
 
 
 def vllm_server_mounts(settings):

@@ -71,6 +71,17 @@ def test_fresh_deploy_serves_then_repeats_change_nothing(fleet, deployed):
     assert container_ids(fleet) == ids
 
 
+def test_a_fleets_containers_keep_a_bounded_log_and_never_call_out(fleet, deployed):
+    """Weeks of request logs or a restart loop would fill the root disk; an offline site's vLLM must not wait on the
+    hub or send usage statistics. As the rendered script says, so the container runs."""
+    script = fleet[A].read_text("%s/%s.sh" % (CONFIG_DIR, NAME))
+    assert "--log-opt max-size=100m" in script and "-e HF_HUB_OFFLINE=1" in script, script
+    state = fleet[A].inspect(NAME)
+    assert state["HostConfig"]["LogConfig"] == {"Type": "json-file", "Config": {"max-file": "5", "max-size": "100m"}}
+    assert {"HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "VLLM_NO_USAGE_STATS=1", "DO_NOT_TRACK=1",
+            "VLLM_ENGINE_READY_TIMEOUT_S=120"} <= set(state["Config"]["Env"]), state["Config"]["Env"]
+
+
 def test_each_host_pulled_the_image_itself_from_the_mirror(fleet, deployed):
     for name in fleet.hosts:
         images = fleet[name].docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
@@ -270,6 +281,17 @@ def test_unreachable_registry_is_explained(fleet, deployed):
     text = failure_text(run, B)
     assert "could not pull 127.0.0.1:9/ascend/vllm-ascend:v0.18.0rc1-310p after 2 attempts" in text, text
     assert "fleet_image_registry_mirror" in text and "vllm_image_offline_tarball" in text
+
+
+def test_an_image_for_another_chip_is_refused_before_any_container_changes(fleet, deployed):
+    """The release's A2 (910B) tag, set through fleet_image: a 310P would load it, then fail at its first kernel."""
+    before = container_ids(fleet)
+    run = fleet.play("--tags", "image,server", "--limit", A,
+                     **{A: {"fleet_image": "twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1"}})
+    assert run.rc != 0
+    text = failure_text(run, A)
+    assert "is built for SOC_VERSION=ascend910b1" in text and "Fix: set fleet_image to the release's -310p tag" in text
+    assert container_ids(fleet) == before
 
 
 def test_digest_pin_catches_another_image(fleet, deployed):

@@ -146,9 +146,10 @@ def switched(deployed):
     """Both hosts switched to per_card in one server-phase run, npu-dual's instances loading slowly, for the tests
     of TestPerCard, which only read what the switch made; put back after them."""
     with deployed.guarded():
-        slow = {"VLLM_TWIN_SPEED": "40", "VLLM_TWIN_LOAD_S": "1200"}  # 30 s each on the twin
-        run = deployed.play(*SERVER, "--limit", "%s,%s" % (DUAL, REMAPPED),
-                            **{DUAL: dict(PER_CARD, vllm_server_extra_env=slow), REMAPPED: PER_CARD})
+        # 30 s each on the twin; the ready timeout, also vLLM's wait for its engine, covers the load.
+        slow = {"VLLM_TWIN_SPEED": "40", "VLLM_TWIN_LOAD_S": "1200"}
+        run = deployed.play(*SERVER, "--limit", "%s,%s" % (DUAL, REMAPPED), **{
+            DUAL: dict(PER_CARD, vllm_server_extra_env=slow, vllm_server_ready_timeout=1500), REMAPPED: PER_CARD})
         assert run.rc == 0, run.stdout
         yield deployed
         assert deployed.restore().rc == 0
@@ -188,6 +189,16 @@ class TestPerCard:
             lines = host.docker("logs", "--timestamps", instance).stdout.splitlines()
             ready.append(next(line.split()[0][:26] for line in lines if "Starting vLLM API server" in line))
         assert max(started) < min(ready), (started, ready)
+
+    def test_a_load_longer_than_vllms_own_engine_wait_serves_at_the_first_start(self, switched):
+        """vLLM 0.18 gives up on its engine after 600 s by default: a 1200 s load (slow disk, NFS model folder)
+        would exit and restart in a loop. The container gets the role's wait (vllm_server_ready_timeout)."""
+        host = switched[DUAL]
+        for instance in (NAME + "-npu3", NAME + "-npu7"):
+            state = host.inspect(instance)
+            assert "VLLM_ENGINE_READY_TIMEOUT_S=1500" in state["Config"]["Env"], state["Config"]["Env"]
+            assert state["RestartCount"] == 0 and state["State"]["Running"], (instance, state["State"])
+            assert "Timed out waiting for engine core" not in host.docker("logs", instance).stderr
 
 
 def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_serve(fleet, tmp_path):

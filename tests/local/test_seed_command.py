@@ -92,6 +92,9 @@ def test_port_shm_and_image_follow_the_seed_without_privileged(rendered):
     assert seed_run[-1] == "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
     assert run_args[-1] == "--", "docker's options must end before the image, so it is never read as one"
     assert options(run_args, "--restart") == ["unless-stopped"]
+    # The seed's container kept its whole log; a fleet's runs for weeks.
+    assert (options(run_args, "--log-driver"), options(run_args, "--log-opt")) == (
+        ["json-file"], ["max-file=5", "max-size=100m"])
     assert [label.split("=")[0] for label in options(run_args, "--label")] == [
         "ascend-vllm-fleet.instance", "ascend-vllm-fleet.host", "ascend-vllm-fleet.port",
         "ascend-vllm-fleet.served-name", "ascend-vllm-fleet.config-hash"]
@@ -103,7 +106,11 @@ def test_environment_and_serve_flags_are_the_seeds(rendered):
     # The seed ran vllm serve from an interactive shell, whose ~/.bashrc preloads the image's jemalloc; a
     # container's command reads no ~/.bashrc, so the preload is set as its environment.
     jemalloc = "LD_PRELOAD=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2"
-    assert sorted(["%s=%s" % item for item in seed_env.items()] + [jemalloc]) == options(run_args, "-e")
+    # What a fleet needs beyond one host by hand: vLLM waits for its engine as long as the role waits for it
+    # (vllm_server_ready_timeout), never asks the hub for the local model and sends no usage statistics.
+    fleet = ["VLLM_ENGINE_READY_TIMEOUT_S=1200", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "VLLM_NO_USAGE_STATS=1",
+             "DO_NOT_TRACK=1"]
+    assert sorted(["%s=%s" % item for item in seed_env.items()] + [jemalloc] + fleet) == options(run_args, "-e")
     # The seed's flags, then the pixel cap that keeps large images from crashing the engine.
     assert serve_args == seed_serve + ["--mm-processor-kwargs", '{"min_pixels": 65536, "max_pixels": 1310720}']
 

@@ -42,6 +42,9 @@ DEFAULT_INVENTORY = REPO / "inventory" / "twin" / "hosts.yml"
 # The real image's name and tags (quay.io/ascend/vllm-ascend), served by the local registry instead.
 IMAGE_REPOSITORY = "ascend/vllm-ascend"
 IMAGE_TAGS = ("v0.18.0rc1-310p", "v0.18.0rc1-310p-openeuler")
+# quay.io's tag of the same release for another chip (Atlas A2, 910B): the stand-in with the SOC_VERSION that
+# image sets, which fails on a 310P after its load, as the real one does.
+OTHER_CHIP_TAGS = {"v0.18.0rc1": "ascend910b1"}
 SUITE = "bookworm"
 # Two roots: a small one for the stand-in (every host pulls it), a full one for the hosts themselves.
 ROOTS = {
@@ -265,6 +268,12 @@ class Twin:
                 # Untag after the push: hosts get the image only by pulling it, as from quay.io.
                 docker("rmi", target)
                 pushed.append(target)
+            for image_tag, soc_version in sorted(OTHER_CHIP_TAGS.items()):
+                target = "%s/%s:%s" % (self.registry, IMAGE_REPOSITORY, image_tag)
+                docker("build", "-q", "-t", target, "-", input="FROM %s\nENV SOC_VERSION=%s\n" % (tag, soc_version))
+                docker("push", "-q", target)
+                docker("rmi", target)
+                pushed.append(target)
             state["pushed_source"] = tag
             log("registry serves %s" % ", ".join(pushed))
         self.save_state(state)
@@ -273,7 +282,7 @@ class Twin:
         try:
             url = "http://%s/v2/%s/tags/list" % (self.registry, IMAGE_REPOSITORY)
             with urllib.request.urlopen(url, timeout=5) as response:
-                return set(IMAGE_TAGS) <= set(json.load(response).get("tags") or [])
+                return set(IMAGE_TAGS) | set(OTHER_CHIP_TAGS) <= set(json.load(response).get("tags") or [])
         except (urllib.error.URLError, OSError, ValueError):
             return False
 

@@ -2,7 +2,12 @@
 
 Twin knobs (environment):
 - ``VLLM_TWIN_SPEED``: how many times faster than a real 310P pair to run (default 1: real time);
-- ``VLLM_TWIN_LOAD_S``: model load time in real-hardware seconds before the port opens (default 90);
+- ``VLLM_TWIN_LOAD_S``: model load time in real-hardware seconds before the port opens (default 90). As vLLM 0.18
+  does, the server gives up on a load that outlasts ``VLLM_ENGINE_READY_TIMEOUT_S`` (vllm/envs.py, default 600,
+  real-hardware seconds here too): it says so and exits 1 (vllm/v1/engine/core_client.py);
+- ``SOC_VERSION``: the SoC the image's kernels are built for, as vllm-ascend's images set it (ascend310p1 in the
+  310P images, ascend910b1 in the A2 ones): another chip's image loads the weights and then exits 1 with
+  vllm-ascend's socversion error, since the twin's chips are 310P3;
 - ``VLLM_TWIN_REQUEST_LOG``: JSON Lines file with one line per finished request, the server's own timings
   (default ``/root/.cache/vllm-twin/requests-<port>.jsonl``, which the seed's cache mount puts on the host).
   ``received_s`` is when the request's body was read, ``finished_s`` when the last bytes were handed to the
@@ -678,8 +683,21 @@ class ThreadingServer(http.server.HTTPServer):
             super().handle_error(request, client_address)
 
 
+class WrongChip(Exception):
+    """The image's kernels are built for another Ascend SoC (SOC_VERSION) than the host's 310P3."""
+
+
+class EngineReadyTimeout(Exception):
+    """The model's load outlasted vLLM's wait for its engine core."""
+
+
+# vLLM 0.18's default wait for its engine core (vllm/envs.py VLLM_ENGINE_READY_TIMEOUT_S), in seconds.
+ENGINE_READY_TIMEOUT_S = 600
+
+
 def start_server(args, model_path, config):
-    """Load the model, then answer on the port from a background thread; return the server."""
+    """Load the model, then answer on the port from a background thread; return the server. EngineReadyTimeout
+    when the load outlasts VLLM_ENGINE_READY_TIMEOUT_S, after that long."""
     # Hand the GIL over more often than every 5 ms, so the accept loop and the engine are not starved by
     # handler threads parsing large uploads.
     sys.setswitchinterval(0.0005)
@@ -687,7 +705,15 @@ def start_server(args, model_path, config):
     load_s = float(os.environ.get("VLLM_TWIN_LOAD_S", "90"))
     print("INFO Loading weights from %s (tensor parallel %d, dtype %s, max_model_len %d)"
           % (model_path, args.tensor_parallel_size, args.dtype, args.max_model_len), flush=True)
+    ready_timeout_s = float(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", ENGINE_READY_TIMEOUT_S))
+    if load_s > ready_timeout_s:
+        time.sleep(ready_timeout_s / speed)
+        raise EngineReadyTimeout(ready_timeout_s)
     time.sleep(load_s / speed)
+    # An image built for another chip loads the weights, then fails at its first kernel (vllm-ascend #2725, #6676).
+    soc_version = os.environ.get("SOC_VERSION", "")
+    if soc_version and not soc_version.lower().startswith("ascend310p"):
+        raise WrongChip(soc_version)
     server = ThreadingServer((args.host, args.port), Handler)
     server.state = State(args, model_path, config)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
@@ -697,8 +723,21 @@ def start_server(args, model_path, config):
 
 
 def serve(args, model_path, config):
-    """Serve until stopped (exit status 0) or until the engine dies (1)."""
-    server = start_server(args, model_path, config)
+    """Serve until stopped (exit status 0), until the engine dies or when it never came up (1)."""
+    try:
+        server = start_server(args, model_path, config)
+    except EngineReadyTimeout as waited:
+        # vLLM's own first sentence (vllm/v1/engine/core_client.py); the process exits and Docker restarts it.
+        print("ERROR TimeoutError: Timed out waiting for engine core processes to start. Waited %g seconds "
+              "(VLLM_ENGINE_READY_TIMEOUT_S); to wait longer, set VLLM_ENGINE_READY_TIMEOUT_S=<seconds>"
+              % waited.args[0], file=sys.stderr, flush=True)
+        return 1
+    except WrongChip as built_for:
+        # vllm-ascend's own line, its misspelling included.
+        print("[ERROR] the socversion Ascend%s of bin package does not match the current device socverison "
+              "Ascend310P3. Please modify default socversion in run.sh or execute run.sh with socversion parameter."
+              % built_for.args[0][len("ascend"):].upper(), file=sys.stderr, flush=True)
+        return 1
     try:
         server.state.engine.died.wait()
     except KeyboardInterrupt:

@@ -253,3 +253,44 @@ def test_a_shard_the_safetensors_loader_cannot_read_stops_the_load(tmp_path, dam
     shard.write_bytes(damage(shard.read_bytes()))
     with pytest.raises(cli.Refusal, match="SafetensorError: Error while deserializing header: " + error):
         cli.load_model_config(str(model))
+
+
+@pytest.mark.parametrize("ready_timeout,served", [(None, False), ("1200", True)])
+def test_a_load_longer_than_vllms_engine_wait_exits_unless_the_wait_is_raised(root, monkeypatch, capsys,  # noqa: F811
+                                                                             ready_timeout, served):
+    """vLLM 0.18 waits 600 s for its engine core by default: a 700 s load (slow disk, NFS) exits, and Docker's
+    restart policy starts it again, in a loop; VLLM_ENGINE_READY_TIMEOUT_S=1200 lets it serve."""
+    monkeypatch.setenv("VLLM_TWIN_LOAD_S", "700")
+    monkeypatch.setenv("VLLM_TWIN_SPEED", "2000")  # 0.35 s of load, 0.3 s of vLLM's default wait
+    if ready_timeout:
+        monkeypatch.setenv("VLLM_ENGINE_READY_TIMEOUT_S", ready_timeout)
+    else:
+        monkeypatch.delenv("VLLM_ENGINE_READY_TIMEOUT_S", raising=False)
+    args = serve_args()
+    if served:
+        running = server.start_server(args, cli.host_path("/data/models/" + MODEL), {})
+        try:
+            assert requests.get("http://127.0.0.1:%d/health" % args.port, timeout=5).status_code == 200
+        finally:
+            running.shutdown()
+            running.server_close()
+    else:
+        assert server.serve(args, cli.host_path("/data/models/" + MODEL), {}) == 1
+        assert "Timed out waiting for engine core processes to start. Waited 600 seconds" in capsys.readouterr().err
+
+
+def test_an_image_built_for_another_chip_loads_then_exits_with_vllm_ascends_socversion_error(root, monkeypatch,  # noqa: F811
+                                                                                           capsys):
+    """An A2 (910B) image on a 310P3 host: vllm-ascend issues #2725, #5599, #6676."""
+    monkeypatch.setenv("SOC_VERSION", "ascend910b1")
+    assert server.serve(serve_args(), cli.host_path("/data/models/" + MODEL), {}) == 1
+    assert ("[ERROR] the socversion Ascend910B1 of bin package does not match the current device socverison "
+            "Ascend310P3.") in capsys.readouterr().err
+    monkeypatch.setenv("SOC_VERSION", "ascend310p1")
+    args = serve_args()
+    running = server.start_server(args, cli.host_path("/data/models/" + MODEL), {})
+    try:
+        assert requests.get("http://127.0.0.1:%d/health" % args.port, timeout=5).status_code == 200
+    finally:
+        running.shutdown()
+        running.server_close()

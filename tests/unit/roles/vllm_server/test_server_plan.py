@@ -5,7 +5,7 @@ from serving_plans import MANAGERS, PLAN_SETTINGS, host, plan, vllm_server
 
 from ansible_collections.ascend.fleet.plugins.module_utils import serving_plan
 
-# The role's settings for the docker run (vars/main.yml), with the role's defaults and no environment.
+# The role's settings for the docker run (vars/main.yml), with the role's defaults and no environment of its own.
 RUN_SETTINGS = {"docker_bin": "docker", "label_prefix": "site", "restart_policy": "always", "shm_size": "10g",
                 "privileged": False, "dcmi_dir": "/usr/local/dcmi", "npu_smi": "/usr/local/bin/npu-smi",
                 "driver_home": "/usr/local/Ascend/driver", "install_info": "/etc/ascend_install.info",
@@ -13,7 +13,15 @@ RUN_SETTINGS = {"docker_bin": "docker", "label_prefix": "site", "restart_policy"
                 "bind_address": "0.0.0.0", "container_port": 8000, "env": {}, "env_file": "",
                 "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2,
                 "enforce_eager": True, "dtype": "float16", "max_pixels": 0, "extra_args": [], "jemalloc_path": "",
-                "cpu_binding": "cpuset"}
+                "cpu_binding": "cpuset", "hub_offline": True, "usage_stats": False, "ready_timeout": 1200,
+                "log_driver": "json-file", "log_options": {"max-size": "100m", "max-file": "5"}}
+# What every container's environment holds whatever vllm_server_env says, with the role's defaults.
+ROLE_ENV = ["DO_NOT_TRACK=1", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "VLLM_ENGINE_READY_TIMEOUT_S=1200",
+            "VLLM_NO_USAGE_STATS=1"]
+
+
+def environment(lines):
+    return [line[1] for line in lines if line[0] == "-e"]
 
 
 def test_single_maps_every_chip_on_the_base_port_and_records_what_it_serves():
@@ -81,7 +89,38 @@ def test_the_docker_run_uses_the_fleet_docker_cli_and_the_planned_manager_device
     assert devices == ["/dev/davinci0:/dev/davinci0", "/dev/davinci1:/dev/davinci1"] + [
         "%s:%s" % (path, path) for path in MANAGERS]
     assert ["--label", "site.host=npu-node-01"] in lines and ["--", recorded["image"]] in lines
-    assert not [line for line in lines if line[0] == "-e"], "no environment was asked for"
+    assert environment(lines) == ROLE_ENV, "no environment was asked for: the role's own only"
+
+
+def test_vllm_waits_for_its_engine_as_long_as_the_role_and_never_asks_the_hub_or_reports_usage():
+    """vLLM 0.18 gives up on its engine after 600 s unless told otherwise: a slower load would restart in a loop."""
+    recorded = plan(host(npu_ids=(1,)))
+    instance = recorded["instances"][0]
+    settings = dict(RUN_SETTINGS, ready_timeout=1800)
+    assert "VLLM_ENGINE_READY_TIMEOUT_S=1800" in environment(vllm_server.vllm_server_docker_run(
+        instance, recorded, settings))
+    # Asked for: the hub and the usage statistics; the timeout stays.
+    online = dict(settings, hub_offline=False, usage_stats=True)
+    assert environment(vllm_server.vllm_server_docker_run(instance, recorded, online)) == [
+        "VLLM_ENGINE_READY_TIMEOUT_S=1800"]
+    # vllm_server_env and vllm_server_extra_env have the last word on any of them.
+    overridden = dict(settings, env={"VLLM_ENGINE_READY_TIMEOUT_S": "3600", "HF_HUB_OFFLINE": "0"})
+    shown = environment(vllm_server.vllm_server_docker_run(instance, recorded, overridden))
+    assert "VLLM_ENGINE_READY_TIMEOUT_S=3600" in shown and "HF_HUB_OFFLINE=0" in shown
+    assert len(shown) == len(ROLE_ENV), shown
+
+
+def test_a_containers_log_is_bounded_on_the_host():
+    """Docker's json-file driver keeps a whole log by default: weeks of requests or a restart loop fill the disk."""
+    recorded = plan(host(npu_ids=(1,)))
+    lines = vllm_server.vllm_server_docker_run(recorded["instances"][0], recorded, RUN_SETTINGS)
+    assert [line for line in lines if line[0] in ("--log-driver", "--log-opt")] == [
+        ["--log-driver", "json-file"], ["--log-opt", "max-file=5"], ["--log-opt", "max-size=100m"]]
+    # Options go before the image, where docker reads them as its own.
+    assert lines.index(["--log-opt", "max-size=100m"]) < lines.index(["--", recorded["image"]])
+    daemons = vllm_server.vllm_server_docker_run(recorded["instances"][0], recorded,
+                                                 dict(RUN_SETTINGS, log_driver="", log_options={}))
+    assert not [line for line in daemons if line[0] in ("--log-driver", "--log-opt")]
 
 
 def test_a_privileged_instance_is_kept_to_its_own_chips_by_the_runtimes_visible_devices():
@@ -92,9 +131,9 @@ def test_a_privileged_instance_is_kept_to_its_own_chips_by_the_runtimes_visible_
     for instance in recorded["instances"]:
         lines = vllm_server.vllm_server_docker_run(instance, recorded, settings)
         assert ["--privileged"] in lines
-        environment = [line[1] for line in lines if line[0] == "-e"]
-        assert "LD_PRELOAD=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2" in environment
-        visible += [item.split("=", 1)[1] for item in environment if item.startswith("ASCEND_RT_VISIBLE_DEVICES=")]
+        shown = environment(lines)
+        assert "LD_PRELOAD=/usr/lib/aarch64-linux-gnu/libjemalloc.so.2" in shown
+        visible += [item.split("=", 1)[1] for item in shown if item.startswith("ASCEND_RT_VISIBLE_DEVICES=")]
     assert visible == ["0,1", "2,3", "4,5", "6,7"]
     unprivileged = vllm_server.vllm_server_docker_run(recorded["instances"][1], recorded,
                                                       dict(settings, privileged=False))
