@@ -31,6 +31,15 @@ options:
       - It may end in C(@sha256:<digest>); C(digest), when given too, must be the same.
     type: str
     required: true
+  pull_from:
+    description:
+      - Where to pull the image from when C(name) is not on the host, another name for the same image, for example
+        a mirror's (C(quay.nju.edu.cn/ascend/vllm-ascend:v0.18.0rc1-310p),
+        C(m.daocloud.io/quay.io/ascend/vllm-ascend:v0.18.0rc1-310p)) or another registry's.
+      - The pulled image is then tagged C(name), the name containers run it by, so which mirror a host pulled from
+        changes no container. The pulled name stays on the host too (its repository digest is what C(digest) is
+        checked against). Default C(name) itself.
+    type: str
   digest:
     description: Expected content digest of the image in its registry, C(sha256:) and 64 lowercase hex digits.
     type: str
@@ -75,7 +84,8 @@ attributes:
 EXAMPLES = r"""
 - name: Pull the vLLM-Ascend image through a mirror
   ascend.fleet.docker_image_pull:
-    name: registry.example.cn/ascend/vllm-ascend:v0.18.0rc1-310p
+    name: quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
+    pull_from: registry.example.cn/ascend/vllm-ascend:v0.18.0rc1-310p
     retries: 8
 
 - name: Pull it pinned by digest
@@ -96,6 +106,11 @@ repo_digests:
   type: list
   elements: str
   sample: ["quay.io/ascend/vllm-ascend@sha256:4f1c..."]
+pulled_from:
+  description: The name the image was pulled by (C(pull_from), or C(name)).
+  returned: when the image was pulled
+  type: str
+  sample: m.daocloud.io/quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
 attempts:
   description: Pull attempts made (0 when the image was already there, and in check mode).
   returned: always, except when an option is invalid or docker cannot run
@@ -221,6 +236,12 @@ def check_options(params):
     if problem:
         raise OptionError("name %s: expected %s. Fix: correct fleet_image (or the fleet_image_* settings it is "
                           "made of)" % (problem, REFERENCE_FORM))
+    if params["pull_from"] is not None:
+        problem = reference_problem(params["pull_from"])
+        if problem:
+            raise OptionError("pull_from %s: expected %s. Fix: correct fleet_image_pull_from, or the mirror it is "
+                              "made of (fleet_image_registry_mirror: a host, or a prefix such as "
+                              "m.daocloud.io/quay.io)" % (problem, REFERENCE_FORM))
     if digest and not DIGEST.fullmatch(digest):
         raise OptionError("digest %r: expected sha256: and 64 lowercase hex digits, as `docker images --digests` "
                           "shows. Fix: copy the whole digest into vllm_image_digest" % digest)
@@ -236,9 +257,9 @@ def check_options(params):
                "set fleet_docker_bin")
 
 
-def pull(params):
-    """Pull until it works, retrying what another attempt may fix; the number of attempts made."""
-    name, docker, retries = params["name"], params["docker"], params["retries"]
+def pull(params, name):
+    """Pull name until it works, retrying what another attempt may fix; the number of attempts made."""
+    docker, retries = params["docker"], params["retries"]
     delay, errors = params["delay"], []
     for attempt in range(1, retries + 1):
         code, out, err = run_docker(docker, "pull", "--", name, timeout=params["timeout"])
@@ -267,6 +288,7 @@ def make_present(module):
     """The module's result once the image is there (in check mode: what would happen)."""
     params = module.params
     name, digest, docker = params["name"], params["digest"], params["docker"]
+    source = params["pull_from"] or name
     try:
         image = inspect(docker, name)
     except DockerUnavailable as error:
@@ -274,30 +296,38 @@ def make_present(module):
             raise
         # In a check run the docker_runtime role before this one installs nothing.
         return dict(changed=True, attempts=0, msg="would pull %s; %s yet, which a real run needs: the "
-                                                  "docker_runtime role installs the Docker CLI" % (name, error.why))
+                                                  "docker_runtime role installs the Docker CLI" % (source, error.why))
     if image and (not digest or has_digest(image, digest)):
         return dict(changed=False, image_id=image.get("Id"), repo_digests=image.get("RepoDigests") or [],
                     attempts=0)
     if module.check_mode:
-        return dict(changed=True, attempts=0, msg="would pull %s" % name)
-    attempts = pull(params)
-    image = inspect(docker, name)
+        return dict(changed=True, attempts=0, msg="would pull %s" % (
+            source if source == name else "%s as %s" % (source, name)))
+    attempts = pull(params, source)
+    image = inspect(docker, source)
     if image is None:
         raise PullError("`%s pull -- %s` succeeded but `%s image inspect` finds no image %s. Fix: check that the "
                         "daemon keeps images (its storage driver and free disk, `docker info`)"
-                        % (docker, name, docker, name), attempts=attempts)
+                        % (docker, source, docker, source), attempts=attempts)
     if digest and not has_digest(image, digest):
         raise PullError("%s was pulled but its digests are %s, not %s: the tag now points at another image. Fix: pin "
                         "the digest you tested, or update vllm_image_digest after checking the new image"
-                        % (name, image.get("RepoDigests"), digest), attempts=attempts)
+                        % (source, image.get("RepoDigests"), digest), attempts=attempts)
+    if source != name:
+        # The containers run the image by name, whichever mirror it came from.
+        code, _out, err = run_docker(docker, "tag", "--", source, name)
+        if code != 0:
+            raise PullError("`%s tag -- %s %s` failed: %s. Fix: check the Docker daemon (`docker info`)"
+                            % (docker, source, name, err.strip() or "exit %s" % code), attempts=attempts)
     return dict(changed=True, image_id=image.get("Id"), repo_digests=image.get("RepoDigests") or [],
-                attempts=attempts)
+                attempts=attempts, pulled_from=source)
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             name=dict(type="str", required=True),
+            pull_from=dict(type="str"),
             digest=dict(type="str"),
             retries=dict(type="int", default=5),
             timeout=dict(type="int", default=3600),

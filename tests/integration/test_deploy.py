@@ -21,6 +21,9 @@ from twin_fleet import DEFAULT_PORT as PORT
 
 pytestmark = pytest.mark.docker
 MODEL = "Qwen3-VL-8B-Instruct"
+TAG = "v0.18.0rc1-310p"
+IMAGE = "quay.io/ascend/vllm-ascend:" + TAG  # fleet_image: the name the containers run
+MIRRORED = "twin-registry:5000/ascend/vllm-ascend:" + TAG  # what the inventory's mirror pulls it by
 A, B = "npu-a", "npu-b"
 
 
@@ -84,8 +87,11 @@ def test_a_fleets_containers_keep_a_bounded_log_and_never_call_out(fleet, deploy
 
 def test_each_host_pulled_the_image_itself_from_the_mirror(fleet, deployed):
     for name in fleet.hosts:
-        images = fleet[name].docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
-        assert images == ["twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1-310p"], (name, images)
+        images = fleet[name].docker("images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}").stdout.splitlines()
+        # Pulled by the mirror's name, and named as quay.io names it, which the containers run.
+        assert sorted(line.split()[0] for line in images) == [IMAGE, MIRRORED], (name, images)
+        assert len({line.split()[1] for line in images}) == 1, (name, images)
+        assert fleet[name].inspect(NAME)["Config"]["Image"] == IMAGE
         daemon = json.loads(fleet[name].read_text("/etc/docker/daemon.json"))
         assert daemon["insecure-registries"] == ["twin-registry:5000"]
         # The host's own settings (the twin's storage driver and cgroup) are merged, not overwritten.
@@ -276,21 +282,38 @@ def test_incomplete_model_is_staged_from_the_controller(fleet, deployed, tmp_pat
 
 def test_unreachable_registry_is_explained(fleet, deployed):
     run = fleet.play("--limit", B, "--tags", "image", "-e", "fleet_image_registry_mirror=127.0.0.1:9",
-                     "-e", "vllm_image_pull_retries=2", "-e", "vllm_image_pull_delay=0.1")
+                     "-e", "fleet_image_version=v9.9.9", "-e", "vllm_image_pull_retries=2",
+                     "-e", "vllm_image_pull_delay=0.1")
     assert run.rc != 0
     text = failure_text(run, B)
-    assert "could not pull 127.0.0.1:9/ascend/vllm-ascend:v0.18.0rc1-310p after 2 attempts" in text, text
+    assert "could not pull 127.0.0.1:9/ascend/vllm-ascend:v9.9.9-310p after 2 attempts" in text, text
     assert "fleet_image_registry_mirror" in text and "vllm_image_offline_tarball" in text
 
 
-def test_an_image_for_another_chip_is_refused_before_any_container_changes(fleet, deployed):
-    """The release's A2 (910B) tag, set through fleet_image: a 310P would load it, then fail at its first kernel."""
+def test_a_switch_from_a_host_style_to_a_prefix_style_mirror_changes_no_container(fleet, deployed):
+    """quay.nju.edu.cn stands for quay.io, m.daocloud.io/quay.io is a prefix before its paths: the twin's registry
+    serves both ways. Whichever a host pulls from, the containers run quay.io's name."""
     before = container_ids(fleet)
-    run = fleet.play("--tags", "image,server", "--limit", A,
-                     **{A: {"fleet_image": "twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1"}})
+    fleet[B].docker("rmi", IMAGE)  # only the name goes (the mirror's name keeps the image): the host must pull
+    prefixed = {B: {"fleet_image_registry_mirror": "twin-registry:5000/quay.io"}}
+    run = fleet.play("--tags", "image,server", "--limit", B, **prefixed)
+    assert run.rc == 0, run.stdout
+    pulled = run.results("Pull the image")[B]
+    assert pulled["changed"] and pulled["pulled_from"] == "twin-registry:5000/quay.io/ascend/vllm-ascend:" + TAG
+    assert run.changed() == 1, "the pull alone: the server phase changed nothing"
+    assert container_ids(fleet) == before
+    back = fleet.play("--tags", "image,server", "--limit", B)  # the inventory's host-style mirror
+    assert back.rc == 0 and back.changed() == 0, back.stdout
+    fleet[B].docker("rmi", "twin-registry:5000/quay.io/ascend/vllm-ascend:" + TAG)
+
+
+def test_an_image_for_another_chip_is_refused_before_any_container_changes(fleet, deployed):
+    """The release's A2 (910B) tag: a 310P would load it, then fail at its first kernel."""
+    before = container_ids(fleet)
+    run = fleet.play("--tags", "image,server", "--limit", A, **{A: {"fleet_image_tag": "v0.18.0rc1"}})
     assert run.rc != 0
     text = failure_text(run, A)
-    assert "is built for SOC_VERSION=ascend910b1" in text and "Fix: set fleet_image to the release's -310p tag" in text
+    assert "is built for SOC_VERSION=ascend910b1" in text and "Fix: use the release's -310p tag" in text
     assert container_ids(fleet) == before
 
 
@@ -388,7 +411,7 @@ def break_config_hash(host):
 PLANTED = {
     "restart policy": (1, B, break_restart_policy, "instance %s: restart policy no, expected unless-stopped" % NAME),
     "image": (1, A, lambda host: edit_plan(host, lambda plan: plan.update(image="quay.io/ascend/vllm-ascend:v9")),
-              "instance %s: runs image twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1-310p, expected "
+              "instance %s: runs image quay.io/ascend/vllm-ascend:v0.18.0rc1-310p, expected "
               "quay.io/ascend/vllm-ascend:v9" % NAME),
     "port": (1, A, lambda host: edit_plan(host, lambda plan: plan["instances"][0].update(port=8099)),
              "instance %s: nothing listens on port 8099" % NAME),
@@ -442,7 +465,7 @@ def test_a_failing_batch_stops_the_rollout_before_the_next_host(fleet, deployed)
 
 def test_an_offline_archive_is_loaded_where_the_image_is_absent(fleet, deployed, tmp_path):
     source = "127.0.0.1:5000/ascend/vllm-ascend:v0.18.0rc1-310p"  # the twin registry, from this machine
-    offline = "twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1-offline-310p"
+    offline = "quay.io/ascend/vllm-ascend:v0.18.0rc1-offline-310p"  # as `docker save` of the image keeps it
     archive = tmp_path / "vllm-ascend-offline.tar"
     docker("pull", "-q", source)
     docker("tag", source, offline)

@@ -8,6 +8,7 @@ import pytest
 from conftest import run_playbook
 
 IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
+MIRRORED = "m.daocloud.io/quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"  # the name the host pulled it by
 FAKE_DOCKER = """#!%s
 import json, sys
 with open(%r, "a") as log:
@@ -17,6 +18,8 @@ if sys.argv[1] == "ps":
 if sys.argv[1:3] == ["container", "inspect"]:  # both exist, stopped: the records vllm_instance reads
     for name in sys.argv[sys.argv.index("--") + 1:]:
         print(json.dumps({"name": "/" + name, "running": False, "labels": {}, "devices": []}))
+if sys.argv[1:3] == ["image", "inspect"]:
+    print(json.dumps(%r))
 """
 
 
@@ -34,7 +37,7 @@ def host(tmp_path):
     (model / "config.json").write_text("{}")
     (model / "model-00001-of-00004.safetensors").write_text("weights")
     docker = tmp_path / "docker"
-    docker.write_text(FAKE_DOCKER % (sys.executable, str(tmp_path / "docker-calls.jsonl")))
+    docker.write_text(FAKE_DOCKER % (sys.executable, str(tmp_path / "docker-calls.jsonl"), [IMAGE, MIRRORED]))
     docker.chmod(0o755)
     (tmp_path / "hosts.ini").write_text("[ascend]\nlocalhost ansible_connection=local ansible_python_interpreter=%s\n"
                                         % sys.executable)
@@ -60,7 +63,8 @@ def test_the_documented_flags_remove_containers_image_and_model(host):
     assert run.rc == 0, run.stdout
     calls = docker_calls(host)
     assert ["rm", "--force", "--", "vllm-ascend"] in calls and ["rm", "--force", "--", "vllm-ascend-previous"] in calls
-    assert ["rmi", IMAGE] in calls
+    # The image goes by each of its names: quay.io's, which the containers ran, and the mirror's it was pulled by.
+    assert ["rmi", "--", IMAGE, MIRRORED] in calls
     assert not (host / "models" / "Qwen3-VL-8B-Instruct").exists()
     assert not (host / "etc").exists()
     assert (host / "models").exists(), "more than the model folder was removed"

@@ -45,6 +45,9 @@ IMAGE_TAGS = ("v0.18.0rc1-310p", "v0.18.0rc1-310p-openeuler")
 # quay.io's tag of the same release for another chip (Atlas A2, 910B): the stand-in with the SOC_VERSION that
 # image sets, which fails on a 310P after its load, as the real one does.
 OTHER_CHIP_TAGS = {"v0.18.0rc1": "ascend910b1"}
+# The registry also serves the 310P tags under quay.io's own path, as a prefix-style mirror does
+# (m.daocloud.io/quay.io/ascend/vllm-ascend): <registry>/quay.io/ascend/vllm-ascend.
+PREFIX = "quay.io"
 SUITE = "bookworm"
 # Two roots: a small one for the stand-in (every host pulls it), a full one for the hosts themselves.
 ROOTS = {
@@ -262,12 +265,13 @@ class Twin:
         if state.get("pushed_source") != tag or not self._registry_has_tags():
             pushed = []
             for image_tag in IMAGE_TAGS:
-                target = "%s/%s:%s" % (self.registry, IMAGE_REPOSITORY, image_tag)
-                docker("tag", tag, target)
-                docker("push", "-q", target)
-                # Untag after the push: hosts get the image only by pulling it, as from quay.io.
-                docker("rmi", target)
-                pushed.append(target)
+                for repository in (IMAGE_REPOSITORY, "%s/%s" % (PREFIX, IMAGE_REPOSITORY)):
+                    target = "%s/%s:%s" % (self.registry, repository, image_tag)
+                    docker("tag", tag, target)
+                    docker("push", "-q", target)
+                    # Untag after the push: hosts get the image only by pulling it, as from quay.io.
+                    docker("rmi", target)
+                    pushed.append(target)
             for image_tag, soc_version in sorted(OTHER_CHIP_TAGS.items()):
                 target = "%s/%s:%s" % (self.registry, IMAGE_REPOSITORY, image_tag)
                 docker("build", "-q", "-t", target, "-", input="FROM %s\nENV SOC_VERSION=%s\n" % (tag, soc_version))
@@ -279,10 +283,15 @@ class Twin:
         self.save_state(state)
 
     def _registry_has_tags(self):
+        wanted = {IMAGE_REPOSITORY: set(IMAGE_TAGS) | set(OTHER_CHIP_TAGS),
+                  "%s/%s" % (PREFIX, IMAGE_REPOSITORY): set(IMAGE_TAGS)}
         try:
-            url = "http://%s/v2/%s/tags/list" % (self.registry, IMAGE_REPOSITORY)
-            with urllib.request.urlopen(url, timeout=5) as response:
-                return set(IMAGE_TAGS) | set(OTHER_CHIP_TAGS) <= set(json.load(response).get("tags") or [])
+            for repository, tags in wanted.items():
+                url = "http://%s/v2/%s/tags/list" % (self.registry, repository)
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    if not tags <= set(json.load(response).get("tags") or []):
+                        return False
+            return True
         except (urllib.error.URLError, OSError, ValueError):
             return False
 

@@ -191,3 +191,32 @@ def test_an_image_inspect_that_hangs_ends_with_the_daemon_named(tmp_path):
                         name=IMAGE, docker=str(hung), retries=1, delay=0)
     assert_refused(result, "image inspect -- %s` no end after 1s" % IMAGE, "the Docker daemon does not answer",
                    "systemctl status docker")
+
+
+@pytest.mark.parametrize("mirror", ["quay.nju.edu.cn/ascend/vllm-ascend:v0.18.0rc1-310p",  # a host for quay.io
+                                    "m.daocloud.io/quay.io/ascend/vllm-ascend:v0.18.0rc1-310p",  # a prefix
+                                    "swr.cn-south-1.myhuaweicloud.com/ascendhub/vllm-ascend:v0.18.0rc1-310p"])
+def test_an_image_pulled_from_a_mirror_is_named_as_the_containers_run_it(tmp_path, mirror):
+    docker, calls = fake_docker(tmp_path)
+    result = run_module("docker_image_pull", name=IMAGE, pull_from=mirror, docker=docker, delay=0)
+    assert result["changed"] and result["pulled_from"] == mirror and result["attempts"] == 1, result
+    assert [call for call in calls() if call[0] in ("pull", "tag")] == [["pull", "--", mirror],
+                                                                       ["tag", "--", mirror, IMAGE]]
+
+
+def test_an_image_already_named_is_not_pulled_from_any_mirror(tmp_path):
+    """Switching mirrors changes nothing on a host that has the image: not the image, not its containers."""
+    docker, calls = fake_docker(tmp_path, inspect=(0, PRESENT))
+    result = run_module("docker_image_pull", name=IMAGE, pull_from="m.daocloud.io/quay.io/ascend/vllm-ascend:v1",
+                        docker=docker)
+    assert not result["changed"] and result["attempts"] == 0, result
+    assert [call[0] for call in calls()] == ["image"]
+
+
+def test_a_mirror_name_docker_would_refuse_is_named_with_its_variable(tmp_path):
+    docker, calls = fake_docker(tmp_path)
+    result = run_module("docker_image_pull", name=IMAGE, pull_from="https://m.daocloud.io/quay.io/ascend/x:v1",
+                        docker=docker)
+    assert_refused(result, "pull_from 'https://m.daocloud.io/quay.io/ascend/x:v1'", "fleet_image_registry_mirror",
+                   "fleet_image_pull_from")
+    assert calls() == []
