@@ -242,6 +242,10 @@ def check_options(params):
             raise OptionError("pull_from %s: expected %s. Fix: correct fleet_image_pull_from, or the mirror it is "
                               "made of (fleet_image_registry_mirror: a host, or a prefix such as "
                               "m.daocloud.io/quay.io)" % (problem, REFERENCE_FORM))
+        if params["pull_from"] != name and REFERENCE.fullmatch(name).group("digest"):
+            raise OptionError("name %r pins a digest, which docker cannot give as a name to an image pulled from %s. "
+                              "Fix: name the image by its tag in fleet_image and pin the digest in vllm_image_digest"
+                              % (name, params["pull_from"]))
     if digest and not DIGEST.fullmatch(digest):
         raise OptionError("digest %r: expected sha256: and 64 lowercase hex digits, as `docker images --digests` "
                           "shows. Fix: copy the whole digest into vllm_image_digest" % digest)

@@ -62,6 +62,8 @@ ARGUMENT_SPEC = {
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
+    # A check run started no benchmark to follow.
+    _supports_check_mode = False
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

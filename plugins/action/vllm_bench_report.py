@@ -18,6 +18,8 @@ ARGUMENT_SPEC = {
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
+    # A check run fetched no results to report on.
+    _supports_check_mode = False
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -26,6 +28,11 @@ class ActionModule(ActionBase):
             summary = report.build(args["report_folder"], args["latency_target_s"])
         except SystemExit as refused:  # the report's own message: what is wrong and the fix
             result.update(failed=True, msg=str(refused))
+            return result
+        except ImportError as missing:  # the charts' matplotlib, on a controller with ansible-core alone
+            result.update(failed=True, msg="the fleet report needs %s on the controller (%s). Fix: pip install "
+                                           "matplotlib (the version meta/ee-requirements.txt pins) into the Python "
+                                           "that runs ansible-playbook" % (missing.name, missing))
             return result
         result.update(changed=True, summary=summary, line=report.describe(args["report_folder"], summary))
         return result

@@ -174,9 +174,10 @@ def vllm_server_docker_run(instance, plan, settings):
         lines.append(["-v", "%s:%s%s" % (source, target, ":" + mode if mode else "")])
     lines.append(["-p", "%s:%d:%d" % (settings["bind_address"], instance["port"], settings["container_port"])])
     if settings["log_driver"]:
+        # The options are the driver's: a daemon's own driver (journald, syslog) would refuse json-file's.
         lines.append(["--log-driver", settings["log_driver"]])
-    for key, value in sorted(settings["log_options"].items()):
-        lines.append(["--log-opt", "%s=%s" % (key, value)])
+        for key, value in sorted(settings["log_options"].items()):
+            lines.append(["--log-opt", "%s=%s" % (key, value)])
     env = dict(vllm_server_env(settings), **settings["env"])
     if settings["jemalloc_path"]:
         # The image sets LD_PRELOAD only in ~/.bashrc, which the container's non-interactive command never reads.

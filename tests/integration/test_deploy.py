@@ -315,6 +315,7 @@ def test_an_image_for_another_chip_is_refused_before_any_container_changes(fleet
     text = failure_text(run, A)
     assert "is built for SOC_VERSION=ascend910b1" in text and "Fix: use the release's -310p tag" in text
     assert container_ids(fleet) == before
+    fleet[A].docker("rmi", "quay.io/ascend/vllm-ascend:v0.18.0rc1", "twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1")
 
 
 def test_digest_pin_catches_another_image(fleet, deployed):

@@ -53,3 +53,17 @@ def test_no_module_is_taken_for_a_test():
     """pytest's default patterns, which other tools share: test_*.py and *_test.py."""
     assert [path.name for path in (REPO / "library").glob("*.py")
             if path.name.startswith("test_") or path.name.endswith("_test.py")] == []
+
+
+ROLES = sorted(path.name for path in (REPO / "roles").iterdir())
+BARE_ROLE = re.compile(r"^\s*(?:- )?(?:role|name): (%s)\s*$" % "|".join(ROLES), re.M)
+
+
+@pytest.mark.parametrize("readme", sorted(str(path.relative_to(REPO)) for path in [REPO / "README.md",
+                                                                                  REPO / "README.zh-CN.md"]
+                                          + list((REPO / "roles").glob("*/README.md"))))
+def test_the_readmes_examples_name_roles_as_the_collection_does(readme):
+    """A role's short name resolves only where roles_path finds it; users copy these examples into their own
+    playbooks, which find the collection's roles by their full names."""
+    examples = "\n".join(block for block in re.findall(r"```ya?ml\n(.*?)```", (REPO / readme).read_text(), re.S))
+    assert BARE_ROLE.findall(examples) == []

@@ -64,7 +64,7 @@ def test_ansibles_own_checks_name_the_option(name, args, expected):
 
 @pytest.mark.parametrize("name", sorted(path.stem for path in (REPO / "library").glob("*.py")))
 def test_the_examples_call_each_module_by_its_full_name(name):
-    """Users copy the examples ansible-doc shows: a short name resolves only inside this checkout's playbooks."""
+    """Users copy the examples ansible-doc shows: a short name resolves nowhere but in a play naming the collection."""
     examples = yaml.safe_load(importlib.import_module(MODULES + "." + name).EXAMPLES)
     keywords = {"name", "register", "when", "run_once", "loop", "loop_control", "check_mode", "become", "vars",
                 "delegate_to", "changed_when", "failed_when", "until", "retries", "delay", "async", "poll"}

@@ -220,3 +220,11 @@ def test_a_mirror_name_docker_would_refuse_is_named_with_its_variable(tmp_path):
     assert_refused(result, "pull_from 'https://m.daocloud.io/quay.io/ascend/x:v1'", "fleet_image_registry_mirror",
                    "fleet_image_pull_from")
     assert calls() == []
+
+
+def test_a_name_pinned_by_digest_cannot_be_given_to_an_image_pulled_by_another_name(tmp_path):
+    docker, calls = fake_docker(tmp_path)
+    result = run_module("docker_image_pull", name="quay.io/ascend/vllm-ascend@" + DIGEST,
+                        pull_from="m.daocloud.io/quay.io/ascend/vllm-ascend:v1", docker=docker)
+    assert_refused(result, "pins a digest", "vllm_image_digest")
+    assert calls() == []
