@@ -47,10 +47,11 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 percentile = bench_record.percentile
 EVALSCOPE_VENV = REPO / "benchmarks" / ".venv-evalscope"
 GROUPS = ("640x480,32,8", "1920x1080,64,64")
-# The module as a host runs it: a Python process that imports the module file and its module_utils, reads its
-# arguments from the file named on its command line and prints its result as JSON.
-MODULE_PROCESS = ("import ascend_vllm_fleet; "
-                  "from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark; vllm_benchmark.main()")
+# The module as a host runs it: a Python process that imports the module file and its module_utils by their
+# collection names from ansible_collections/ on its path (no controller code, no collection loader to start), reads
+# its arguments from the file named on its command line and prints its result as JSON.
+MODULE_PROCESS = "from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark; vllm_benchmark.main()"
+MODULE_ENV = dict(os.environ, PYTHONPATH=str(REPO / "collections"))
 # /proc/<pid>/stat is read this often while a client runs; a window's CPU is interpolated between two reads.
 SAMPLE_EVERY_S = 0.005
 TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
@@ -95,11 +96,12 @@ class CpuSampler(threading.Thread):
         return c0 if t1 == t0 else c0 + (c1 - c0) * (moment - t0) / (t1 - t0)
 
 
-def run_process(command, watch, output):
+def run_process(command, watch, output, env=None):
     """Run a client to its end: (exit status, its rusage, the sampler), its output in the file `output`; `watch`:
-    other processes whose CPU is sampled alongside (the server)."""
+    other processes whose CPU is sampled alongside (the server); env: the client's environment (default ours)."""
     with open(output, "wb") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=str(REPO / "benchmarks"))
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, cwd=str(REPO / "benchmarks"),
+                                   env=env)
     sampler = CpuSampler([process.pid] + watch)
     sampler.start()
     _pid, status, usage = os.wait4(process.pid, 0)
@@ -135,7 +137,7 @@ def run_module(group, args, scratch, watch):
     (scratch / "module-args.json").write_text(json.dumps({"ANSIBLE_MODULE_ARGS": params}))
     output = scratch / "module-output.json"
     status, usage, sampler = run_process([sys.executable, "-c", MODULE_PROCESS, str(scratch / "module-args.json")],
-                                         watch, output)
+                                         watch, output, env=MODULE_ENV)
     answer = json.loads(output.read_text())
     if status or answer.get("failed") or answer["groups"][0]["failed"]:
         sys.exit("the module failed: %s" % output.read_text()[:2000])

@@ -153,13 +153,14 @@ class PlaybookRun:
         return sum(self.stats.get("changed", {}).values())
 
 
-def run_playbook(tmp_dir, inventory, playbook="site.yml", *args):
-    """Run a playbook of this repository with ansible-runner, as the CLI does; tmp_dir keeps its artifacts."""
+def run_playbook(tmp_dir, inventory, playbook="site.yml", *args, config=REPO / "ansible.cfg"):
+    """Run a playbook of this repository with ansible-runner, as the CLI does; tmp_dir keeps its artifacts.
+    config: the ansible.cfg, whose folder the run starts in (another than the repository's: a user's project)."""
     pathlib.Path(tmp_dir).mkdir(parents=True, exist_ok=True)
     runner = ansible_runner.run(
-        private_data_dir=str(tmp_dir), project_dir=str(REPO), playbook=str(REPO / playbook),
+        private_data_dir=str(tmp_dir), project_dir=str(pathlib.Path(config).parent), playbook=str(REPO / playbook),
         inventory=str(inventory), cmdline=" ".join(args), quiet=True,
-        envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, settings={"suppress_env_files": True})
+        envvars={"ANSIBLE_CONFIG": str(config)}, settings={"suppress_env_files": True})
     return PlaybookRun(runner)
 
 

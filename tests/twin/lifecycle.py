@@ -264,20 +264,22 @@ class Twin:
         state["build_tag"] = tag
         if state.get("pushed_source") != tag or not self._registry_has_tags():
             pushed = []
+
+            def push(target):
+                docker("push", "-q", target)
+                # Untag after the push: hosts get the image only by pulling it, as from quay.io.
+                docker("rmi", target)
+                pushed.append(target)
+
             for image_tag in IMAGE_TAGS:
                 for repository in (IMAGE_REPOSITORY, "%s/%s" % (PREFIX, IMAGE_REPOSITORY)):
                     target = "%s/%s:%s" % (self.registry, repository, image_tag)
                     docker("tag", tag, target)
-                    docker("push", "-q", target)
-                    # Untag after the push: hosts get the image only by pulling it, as from quay.io.
-                    docker("rmi", target)
-                    pushed.append(target)
+                    push(target)
             for image_tag, soc_version in sorted(OTHER_CHIP_TAGS.items()):
                 target = "%s/%s:%s" % (self.registry, IMAGE_REPOSITORY, image_tag)
                 docker("build", "-q", "-t", target, "-", input="FROM %s\nENV SOC_VERSION=%s\n" % (tag, soc_version))
-                docker("push", "-q", target)
-                docker("rmi", target)
-                pushed.append(target)
+                push(target)
             state["pushed_source"] = tag
             log("registry serves %s" % ", ".join(pushed))
         self.save_state(state)

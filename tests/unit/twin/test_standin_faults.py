@@ -255,6 +255,16 @@ def test_a_shard_the_safetensors_loader_cannot_read_stops_the_load(tmp_path, dam
         cli.load_model_config(str(model))
 
 
+def assert_serves(args):
+    """The stand-in loads and answers /health with 200; it is shut down after."""
+    running = server.start_server(args, cli.host_path("/data/models/" + MODEL), {})
+    try:
+        assert requests.get("http://127.0.0.1:%d/health" % args.port, timeout=5).status_code == 200
+    finally:
+        running.shutdown()
+        running.server_close()
+
+
 @pytest.mark.parametrize("ready_timeout,served", [(None, False), ("1200", True)])
 def test_a_load_longer_than_vllms_engine_wait_exits_unless_the_wait_is_raised(root, monkeypatch, capsys,  # noqa: F811
                                                                              ready_timeout, served):
@@ -266,16 +276,10 @@ def test_a_load_longer_than_vllms_engine_wait_exits_unless_the_wait_is_raised(ro
         monkeypatch.setenv("VLLM_ENGINE_READY_TIMEOUT_S", ready_timeout)
     else:
         monkeypatch.delenv("VLLM_ENGINE_READY_TIMEOUT_S", raising=False)
-    args = serve_args()
     if served:
-        running = server.start_server(args, cli.host_path("/data/models/" + MODEL), {})
-        try:
-            assert requests.get("http://127.0.0.1:%d/health" % args.port, timeout=5).status_code == 200
-        finally:
-            running.shutdown()
-            running.server_close()
+        assert_serves(serve_args())
     else:
-        assert server.serve(args, cli.host_path("/data/models/" + MODEL), {}) == 1
+        assert server.serve(serve_args(), cli.host_path("/data/models/" + MODEL), {}) == 1
         assert "Timed out waiting for engine core processes to start. Waited 600 seconds" in capsys.readouterr().err
 
 
@@ -287,10 +291,4 @@ def test_an_image_built_for_another_chip_loads_then_exits_with_vllm_ascends_socv
     assert ("[ERROR] the socversion Ascend910B1 of bin package does not match the current device socverison "
             "Ascend310P3.") in capsys.readouterr().err
     monkeypatch.setenv("SOC_VERSION", "ascend310p1")
-    args = serve_args()
-    running = server.start_server(args, cli.host_path("/data/models/" + MODEL), {})
-    try:
-        assert requests.get("http://127.0.0.1:%d/health" % args.port, timeout=5).status_code == 200
-    finally:
-        running.shutdown()
-        running.server_close()
+    assert_serves(serve_args())
