@@ -7,13 +7,16 @@ by the server phase on the changed host alone (DeployedFleet.restore).
 import json
 import os
 import re
+import shutil
 import stat
 import uuid
 
 import pytest
 import requests
+from hub_server import Hub
 
 from twin import hosts
+from twin.lifecycle import Twin
 from twin.shell import docker
 from twin_fleet import CONFIG_DIR
 from twin_fleet import DEFAULT_CONTAINER as NAME
@@ -278,6 +281,30 @@ def test_incomplete_model_is_staged_from_the_controller(fleet, deployed, tmp_pat
     again = fleet.play("--limit", B, "--tags", "model", "-e", "model_weights_source=controller",
                        "-e", "model_weights_controller_dir=%s" % source)
     assert again.rc == 0 and again.changed() == 0
+
+
+def test_a_modelscope_download_with_a_corrupted_file_is_caught_and_fetched_again(fleet, deployed, tmp_path):
+    """A hub on this machine speaks ModelScope's file API; the host downloads from it over the twin network into a
+    folder of its own (the serving folder stays as the deploy left it)."""
+    source = tmp_path / MODEL
+    hosts.build_model(source)
+    hub = Hub(source, host=Twin().gateway())
+    hub.corrupt_once.add("model-00003-of-00004.safetensors")
+    folder = fleet[B].root / "data/models/hub-download"
+    settings = {B: {"fleet_model_dir": "/data/models/hub-download", "model_weights_source": "modelscope",
+                    "model_weights_hub_endpoint": hub.endpoint, "model_weights_hub_revision": "master"}}
+    try:
+        run = fleet.play("--limit", B, "--tags", "model", **settings)
+        again = fleet.play("--limit", B, "--tags", "model", **settings)
+    finally:
+        hub.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    assert run.rc == 0, run.stdout
+    downloaded = run.results("Download the model from the hub")[B]
+    assert sorted(downloaded["downloaded"]) == sorted(hub.files)
+    assert [entry.split(" ")[0] for entry in downloaded["refetched"]] == ["model-00003-of-00004.safetensors"]
+    assert again.rc == 0 and again.changed() == 0, again.stdout
+    assert again.results("Download the model from the hub")[B]["hub_asked"] is False
 
 
 def test_unreachable_registry_is_explained(fleet, deployed):

@@ -1,0 +1,186 @@
+"""library/model_download.py against a hub on this machine that speaks ModelScope's and the Hugging Face Hub's file
+APIs (tests/hub_server.py): a download at a revision, verified file by file; a file that arrives corrupted caught
+and fetched again; a dropped connection resumed; a folder that has its model left alone without asking the hub;
+hostile listings and refusals explained, never written outside the folder."""
+import hashlib
+import json
+import os
+
+import pytest
+from hub_server import Hub
+from module_runs import SECRET, assert_refused, run_module
+
+from twin import hosts
+
+SHARD = "model-00002-of-00004.safetensors"
+
+
+@pytest.fixture
+def hub(tmp_path):
+    source = tmp_path / "hub"
+    hosts.build_model(source)
+    (source / "nested").mkdir()
+    (source / "nested/notes.txt").write_text("a file in a folder of the repository\n")
+    served = Hub(source)
+    yield served
+    served.close()
+
+
+def download(hub, folder, source="modelscope", **args):
+    args = dict(dict(path=str(folder), source=source, endpoint=hub.endpoint, repo=hub.repo,
+                     revision="master" if source == "modelscope" else "main", retries=3), **args)
+    return run_module("model_download", **args)
+
+
+def same_files(hub, folder):
+    return all((folder / name).read_bytes() == data for name, data in hub.files.items())
+
+
+def test_a_modelscope_download_is_complete_and_a_second_run_asks_nothing(hub, tmp_path):
+    folder = tmp_path / "model"
+    first = download(hub, folder)
+    assert first["changed"] and not first.get("failed"), first
+    assert sorted(first["downloaded"]) == sorted(hub.files) and first["files"] == len(hub.files)
+    assert same_files(hub, folder) and not (folder / ".gitattributes").exists()
+    assert not (folder / ".fleet-download").exists(), "no part is left once every file is in place"
+    assert run_module("model_files", path=str(folder))["complete"]
+    hub.requests.clear()
+    again = download(hub, folder)
+    assert (again["changed"], again["hub_asked"], again["downloaded"]) == (False, False, [])
+    assert hub.requests == []
+
+
+def test_a_hugging_face_revision_resolves_to_its_commit_over_paged_listings(hub, tmp_path):
+    folder = tmp_path / "model"
+    result = download(hub, folder, source="hf_mirror")
+    assert result["changed"] and result["commit"] == hub.commit, result
+    assert len(hub.files) > hub.page_size, "the listing must take more than one page"
+    assert same_files(hub, folder)
+    pinned = download(hub, tmp_path / "pinned", source="huggingface", revision=hub.commit)
+    assert pinned["commit"] == hub.commit and same_files(hub, tmp_path / "pinned")
+
+
+@pytest.mark.parametrize("source", ["modelscope", "hf_mirror"])
+def test_a_file_that_arrives_corrupted_is_caught_and_fetched_again(hub, tmp_path, source):
+    hub.corrupt_once.add(SHARD)
+    result = download(hub, tmp_path / "model", source=source)
+    assert not result.get("failed"), result
+    assert [entry.split(" ")[0] for entry in result["refetched"]] == [SHARD]
+    assert "is not the listed" in result["refetched"][0]
+    assert [name for name, _range in hub.requests].count(SHARD) == 2
+    assert same_files(hub, tmp_path / "model")
+
+
+def test_a_file_that_never_arrives_whole_fails_and_leaves_nothing_in_place(hub, tmp_path):
+    hub.files[SHARD] = hub.files[SHARD][:-1] + b"\0"  # the hub now sends other bytes than it lists... every time
+    listed = hub.modelscope_files()
+    for entry in listed["Data"]["Files"]:
+        if entry["Path"] == SHARD:
+            entry["Sha256"] = hashlib.sha256(b"what the listing promises").hexdigest()
+    hub.listing = listed
+    result = download(hub, tmp_path / "model", retries=2)
+    assert_refused(result, "could not download %s" % SHARD, "in 2 attempts", "is not the listed")
+    assert not (tmp_path / "model" / SHARD).exists()
+
+
+def test_a_dropped_connection_is_resumed_from_where_it_stopped(hub, tmp_path):
+    size = len(hub.files[SHARD])
+    hub.cut_once[SHARD] = size // 2
+    result = download(hub, tmp_path / "model")
+    assert not result.get("failed"), result
+    assert result["resumed"] == [SHARD]
+    assert (SHARD, "bytes=%d-" % (size // 2)) in hub.requests
+    assert same_files(hub, tmp_path / "model")
+
+
+def test_a_part_left_by_a_stopped_run_is_resumed_and_a_hub_without_ranges_starts_over(hub, tmp_path):
+    folder = tmp_path / "model"
+    parts = folder / ".fleet-download"
+    parts.mkdir(parents=True)
+    (parts / (SHARD + ".part")).write_bytes(hub.files[SHARD][:40])
+    result = download(hub, folder)
+    assert result["resumed"] == [SHARD] and same_files(hub, folder)
+    (folder / SHARD).unlink()
+    parts.mkdir()
+    (parts / (SHARD + ".part")).write_bytes(b"x" * 40)  # not what the hub has: the checksum catches it
+    hub.ignore_range = True
+    result = download(hub, folder)
+    assert not result.get("failed") and result["resumed"] == [], result
+    assert same_files(hub, folder)
+
+
+def test_a_file_changed_on_disk_is_hashed_again_and_only_it_is_fetched(hub, tmp_path):
+    folder = tmp_path / "model"
+    download(hub, folder)
+    shard = folder / SHARD
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes: a disk or a hand that changed it
+    shard.write_bytes(bytes(data))
+    hub.requests.clear()
+    result = download(hub, folder)
+    assert result["hub_asked"] and result["downloaded"] == [SHARD], result
+    assert result["refetched"] == ["%s (on disk: sha256 %s is not the listed %s)" % (
+        SHARD, hashlib.sha256(bytes(data)).hexdigest()[:12], hashlib.sha256(hub.files[SHARD]).hexdigest()[:12])]
+    assert [name for name, _range in hub.requests] == [SHARD] and same_files(hub, folder)
+
+
+def test_a_folder_filled_another_way_is_verified_not_downloaded(hub, tmp_path):
+    folder = tmp_path / "model"
+    hosts.build_model(folder)
+    (folder / "nested").mkdir()
+    (folder / "nested/notes.txt").write_text("a file in a folder of the repository\n")
+    result = download(hub, folder, source="hf_mirror")
+    assert (result["changed"], result["downloaded"], hub.requests) == (False, [], [])
+
+
+def test_check_mode_downloads_nothing(hub, tmp_path):
+    result = download(hub, tmp_path / "model", _ansible_check_mode=True)
+    assert result["changed"] and sorted(result["downloaded"]) == sorted(hub.files)
+    assert not (tmp_path / "model").exists() and hub.requests == []
+
+
+@pytest.mark.parametrize("name", ["../outside.txt", "/etc/passwd", "a/../../b", ".fleet-download.json", "a\\b"])
+def test_a_listing_naming_a_file_outside_the_folder_is_refused(hub, tmp_path, name):
+    listed = hub.modelscope_files()
+    listed["Data"]["Files"][0]["Path"] = name
+    hub.listing = listed
+    result = download(hub, tmp_path / "model")
+    assert_refused(result, "lists a file %r" % name, "nothing was written")
+    assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "model").exists()
+
+
+def test_a_hub_that_sends_more_than_it_lists_is_cut_off(hub, tmp_path):
+    listed = hub.hf_tree()
+    for entry in listed:
+        if entry["path"] == SHARD:
+            entry["size"] -= 10
+    hub.listing = listed
+    result = download(hub, tmp_path / "model", source="hf_mirror", retries=1)
+    assert_refused(result, "sent more than the %d bytes it lists for %s" % (len(hub.files[SHARD]) - 10, SHARD))
+    part = tmp_path / "model/.fleet-download" / (SHARD + ".part")
+    assert not (tmp_path / "model" / SHARD).exists() and os.path.getsize(part) == len(hub.files[SHARD]) - 10
+
+
+def test_refusals_name_the_setting_and_never_show_the_token(hub, tmp_path):
+    hub.token = "right-token"
+    refused = download(hub, tmp_path / "model", token=SECRET)
+    assert_refused(refused, "HTTP 401", "model_weights_hub_token")
+    assert SECRET not in json.dumps(refused)
+    allowed = download(hub, tmp_path / "model", token="right-token")
+    assert allowed["changed"] and "right-token" not in json.dumps(allowed)
+    hub.token = None
+    assert_refused(download(hub, tmp_path / "other", revision="v9"), "HTTP 404", "model_weights_hub_revision (v9)")
+    assert_refused(download(hub, tmp_path / "other", endpoint="http://127.0.0.1:9"),
+                   "could not reach http://127.0.0.1:9", "https_proxy")
+
+
+@pytest.mark.parametrize("args, expected", [
+    ({"path": "relative/model"}, "path 'relative/model': expected an absolute path"),
+    ({"repo": "../etc"}, "repo '../etc': expected <owner>/<name>"),
+    ({"repo": "Qwen"}, "repo 'Qwen': expected <owner>/<name>"),
+    ({"endpoint": "file:///etc"}, "endpoint 'file:///etc': expected an http:// or https:// address"),
+    ({"retries": 0}, "retries"),
+    ({"timeout": 0}, "timeout 0.0: expected more than 0 seconds"),
+])
+def test_options_it_cannot_use_are_refused(hub, tmp_path, args, expected):
+    assert_refused(download(hub, tmp_path / "model", **args), expected)
