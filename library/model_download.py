@@ -26,8 +26,8 @@ description:
     and revision whose files have not changed since (same size and modification time) asks the hub nothing, so
     a fleet that has its model can run without the hub. A file changed on disk is hashed again, and fetched again
     if it no longer matches.
-  - File names from the hub are checked before use: a name that is absolute, climbs out with C(..) or is not a
-    plain path is refused, and a file is never longer than the hub listed it.
+  - File names from the hub are checked before use (a name that is absolute, climbs out with C(..) or is not a
+    plain path is refused), and a file is never longer than the hub listed it.
   - Uses Python's standard library only; honours C(https_proxy) and C(no_proxy) from the environment.
 version_added: "1.0.0"
 author:
@@ -103,8 +103,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 commit:
-  description: What the files were listed at: the commit a Hugging Face revision resolves to, or the ModelScope
-    revision as given.
+  description: What the files were listed at, the commit a Hugging Face revision resolves to (or the ModelScope
+    revision as given).
   returned: always
   type: str
   sample: "0123456789abcdef0123456789abcdef01234567"
@@ -308,9 +308,9 @@ class Hub(object):
                 else:
                     algorithm, digest = "git-sha1", entry.get("oid") if isinstance(entry, dict) else None
                 name = entry.get("path") if isinstance(entry, dict) else None
-                files.append(self.hub_file(name, entry.get("size") if isinstance(entry, dict) else None, algorithm,
-                                           digest, "%s/%s/resolve/%s/%s" % (self.endpoint, self.repo, commit,
-                                                                           quote(str(name)))))
+                url = "%s/%s/resolve/%s/%s" % (self.endpoint, self.repo, commit, quote(str(name)))
+                size = entry.get("size") if isinstance(entry, dict) else None
+                files.append(self.hub_file(name, size, algorithm, digest, url))
             if following and urlsplit(following).netloc != urlsplit(self.endpoint).netloc:
                 raise DownloadError("%s sent the next page of its listing to another host (%s). Fix: check "
                                     "model_weights_hub_endpoint" % (self.endpoint, urlsplit(following).netloc))
@@ -579,8 +579,8 @@ def main():
     except (DownloadError, OptionError) as error:
         module.fail_json(msg=str(error))
     except Exception as error:  # anything unforeseen still names the model, not a traceback
-        module.fail_json(msg=unexpected_failure("downloading %s into %s" % (module.params["repo"],
-                                                                           module.params["path"]), error))
+        doing = "downloading %s into %s" % (module.params["repo"], module.params["path"])
+        module.fail_json(msg=unexpected_failure(doing, error))
     module.exit_json(**result)
 
 

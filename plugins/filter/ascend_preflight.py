@@ -169,6 +169,16 @@ def check_disk(disk_checks, mounts):
     return findings
 
 
+def check_tuning(settings):
+    """A warning for each host OS setting that is not as the fleet wants (read by the host_tuning module): serving
+    runs, only slower; a setting the host does not have is no finding."""
+    return [finding("host tuning", "%s is %s" % (setting["name"], setting["current"]),
+                    "%s (fleet_host_tuning_%s, from vLLM-Ascend's tuning guide)" % (
+                        setting["wanted"], "governor" if setting["name"] == "cpu_governor" else "sysctls"),
+                    "ansible-playbook playbooks/host_tuning.yml applies it for good")
+            for setting in settings or [] if setting.get("state") == "differs"]
+
+
 def ascend_preflight_findings(facts, settings):
     """All verdicts for one host: {'failures': [...], 'warnings': [...], 'excluded_npu_ids': [...]}."""
     failures, warnings, excluded = [], [], []
@@ -192,6 +202,7 @@ def ascend_preflight_findings(facts, settings):
         failures.extend(check_devices(facts))
         failures.extend(check_processes(facts, settings.get("own_container_ids")))
     failures.extend(check_disk(settings.get("disk_checks"), settings.get("mounts")))
+    warnings.extend(check_tuning(settings.get("tuning")))
     return {"failures": failures, "warnings": warnings, "excluded_npu_ids": excluded,
             "description": describe(facts, architecture)}
 

@@ -95,6 +95,38 @@ def test_preflight_refuses_the_hosts_off_the_release(fleet):
     assert run.failed_hosts() == sorted([OLD, FRESH, HELD, BROKEN]), run.stdout
     assert "driver version: found 24.1.rc2 (a 24.x driver)" in run.stdout
     assert "npu-smi not found" in run.stdout
+    # A twin host boots untuned, as a Kunpeng host on schedutil does: each setting of the guide is a warning.
+    warnings = tuning_warnings(run, GOOD)
+    assert [warning.split(" is ")[0] for warning in warnings] == [
+        "cpu_governor", "vm.swappiness", "kernel.numa_balancing", "kernel.sched_migration_cost_ns"], warnings
+    assert run.stats["failures"].get(GOOD, 0) == 0
+
+
+def tuning_warnings(run, host):
+    result = run.results("Judge the host")[host]["ansible_facts"]["ascend_preflight_result"]
+    return [warning["found"] for warning in result["warnings"] if warning["check"] == "host tuning"]
+
+
+def tuning(host):
+    """The settings as the host's kernel has them (the twin's files over the real paths)."""
+    return host.exec("sh", "-c", "for f in /sys/devices/system/cpu/cpufreq/policy*/scaling_governor "
+                     "/proc/sys/vm/swappiness /proc/sys/kernel/numa_balancing "
+                     "/sys/kernel/debug/sched/migration_cost_ns; do echo $(cat $f); done").stdout.split()
+
+
+def test_tuning_is_applied_where_asked_and_a_second_run_changes_nothing(fleet):
+    untuned = tuning(fleet[GOOD])
+    with open("/proc/sys/vm/swappiness") as ours:
+        machine = ours.read()
+    run = fleet.play("--limit", FRESH, playbook="playbooks/host_tuning.yml")
+    assert run.rc == 0 and run.changed() == 1, run.stdout
+    cpus = len(untuned) - 3
+    assert tuning(fleet[FRESH]) == ["performance"] * cpus + ["0", "0", "50000"]
+    assert tuning(fleet[GOOD]) == untuned == ["schedutil"] * cpus + ["60", "1", "500000"]
+    with open("/proc/sys/vm/swappiness") as ours:
+        assert ours.read() == machine, "a twin host tunes its own files, never this machine's kernel"
+    again = fleet.play("--limit", FRESH, playbook="playbooks/host_tuning.yml")
+    assert again.rc == 0 and again.changed() == 0, again.stdout
 
 
 def test_check_mode_shows_the_plan_and_changes_nothing(fleet):
@@ -160,6 +192,14 @@ def test_the_serving_host_is_drained_and_stopped_before_its_packages_then_put_ba
     assert container is not None and not container["State"]["Running"]
     # Put back: ready again on the gateway, out of rotation only by its failing health checks.
     assert admin_state(fleet) == 0
+
+
+def test_the_tuning_is_still_there_after_the_reboot(fleet, upgrade):
+    """The upgrade rebooted FRESH: the boot gave the kernel's defaults back, then applied sysctl.d and tmpfiles.d."""
+    assert tuning(fleet[FRESH])[-3:] == ["0", "0", "50000"] and set(tuning(fleet[FRESH])[:-3]) == {"performance"}
+    run = fleet.play("--limit", ",".join([GOOD, FRESH]), playbook="playbooks/preflight.yml")
+    assert run.rc == 0, run.stdout
+    assert tuning_warnings(run, FRESH) == [] and len(tuning_warnings(run, GOOD)) == 4
 
 
 def test_a_second_run_changes_nothing(fleet):

@@ -56,8 +56,9 @@ ROOTS = {
     # mirror would give it (the gateway role's package task then finds it installed).
     # make, gcc, dkms, pciutils, net-tools: the NPU driver's build dependencies (the ascend_driver role checks
     # them; tests/twin/host/Dockerfile adds the running kernel's headers as a placeholder package).
+    # systemd-standalone-tmpfiles: what systemd runs at boot to apply /etc/tmpfiles.d (init.sh runs it at each boot).
     "host": ["python3", "openssh-server", "sudo", "docker.io", "iptables", "iproute2", "ca-certificates", "procps",
-             "haproxy", "make", "gcc", "dkms", "pciutils", "net-tools"],
+             "haproxy", "make", "gcc", "dkms", "pciutils", "net-tools", "systemd-standalone-tmpfiles"],
 }
 BASE_REPOSITORY = "ascend-vllm-fleet-twin/debian-"
 # The registry's port on the twin network, where hosts reach it as fleet.REGISTRY_NAME (the inventory's mirror).

@@ -38,11 +38,66 @@ if [ ! -e /etc/docker/daemon.json ]; then
     > /etc/docker/daemon.json
 fi
 
+# The kernel settings vLLM-Ascend's tuning guide names, as a Kunpeng host with a 6.x kernel boots with them: the
+# cppc_cpufreq driver's policies on schedutil, vm.swappiness 60, kernel.numa_balancing 1 (on: more than one NUMA
+# node), and the scheduler's migration cost (500000 ns) in debugfs, where kernels since 5.13 keep it. Each is a
+# file of this host's own over the real path (the machine's kernel is shared by every container and is not
+# touched); a reboot puts the defaults back and then does what systemd does at boot: systemd-sysctl applies
+# /etc/sysctl.d, systemd-tmpfiles applies /etc/tmpfiles.d.
+KERNEL=/run/twin-kernel
+boot_kernel_settings() {
+  mkdir -p "$KERNEL"
+  for setting in vm/swappiness kernel/numa_balancing; do
+    : > "$KERNEL/${setting%/*}.${setting#*/}"
+    mount --bind "$KERNEL/${setting%/*}.${setting#*/}" "/proc/sys/$setting"
+  done
+  if [ -d /sys/kernel/debug ]; then
+    mount -t tmpfs -o mode=0700 twin-debugfs /sys/kernel/debug
+    mkdir /sys/kernel/debug/sched
+  fi
+  cpu=0
+  [ -d /sys/devices/system/cpu/cpufreq ] && mount -t tmpfs -o mode=0755 twin-cpufreq /sys/devices/system/cpu/cpufreq \
+    || cpu=$(nproc --all)   # a kernel without cpufreq: the host has none either
+  while [ "$cpu" -lt "$(nproc --all)" ]; do
+    policy=/sys/devices/system/cpu/cpufreq/policy$cpu
+    mkdir "$policy"
+    echo cppc_cpufreq > "$policy/scaling_driver"
+    echo "conservative ondemand userspace powersave performance schedutil" > "$policy/scaling_available_governors"
+    cpu=$((cpu + 1))
+  done
+  # A kernel attribute takes a write as its new value; a file keeps the old bytes beyond what is written, and
+  # systemd-tmpfiles writes without truncating. So the attributes are empty while the boot's tools run, and those
+  # nothing wrote get the kernel's default.
+  for attribute in $(attributes | cut -d' ' -f1); do : > "$attribute"; done
+  sysctl --system >/dev/null 2>&1 || true
+  systemd-tmpfiles --boot --create >/dev/null 2>&1 || true
+  attributes | while read -r attribute default; do
+    [ -s "$attribute" ] || echo "$default" > "$attribute"
+  done
+}
+
+# Every attribute the twin models, with the value the kernel boots with.
+attributes() {
+  echo "/proc/sys/vm/swappiness 60"
+  echo "/proc/sys/kernel/numa_balancing 1"
+  [ -d /sys/kernel/debug/sched ] && echo "/sys/kernel/debug/sched/migration_cost_ns 500000"
+  for policy in /sys/devices/system/cpu/cpufreq/policy*; do
+    [ -d "$policy" ] && echo "$policy/scaling_governor schedutil"
+  done
+  return 0
+}
+
+unmount_kernel_settings() {
+  umount /proc/sys/vm/swappiness /proc/sys/kernel/numa_balancing /sys/kernel/debug /sys/devices/system/cpu/cpufreq \
+    2>/dev/null || true
+}
+
 start_services() {
   # Every boot has its own boot ID, as the kernel gives a real one: it is how Ansible's reboot module tells
   # that the host came back from a reboot rather than never went down.
   cat /proc/sys/kernel/random/uuid > /run/twin-boot-id
   mount --bind /run/twin-boot-id /proc/sys/kernel/random/boot_id
+  boot_kernel_settings
   mkdir -p /run/sshd
   service ssh start >/dev/null
   service docker start >/dev/null
@@ -56,6 +111,7 @@ reboot_host() {
   sleep 1
   kill -KILL -1 2>/dev/null || true
   umount /proc/sys/kernel/random/boot_id
+  unmount_kernel_settings
   if [ -e "$HDK_BOOT" ]; then
     python3 "$HDK_BOOT" boot
   fi

@@ -28,6 +28,10 @@ UNFORESEEN = {
                    "cache_dir": "/tmp/cache", "salt_file": "/tmp/etc/salt"}, "refusals",
                   "recording the serving plan in /tmp/plan.json"),
     "vllm_plan_info": ({"path": "/tmp/plan.json", "host": "npu-a"}, "read", "reading the serving plan /tmp/plan.json"),
+    "model_download": ({"path": "/tmp/m", "source": "modelscope", "repo": "Qwen/Qwen3-VL-8B-Instruct",
+                        "revision": "master", "token": SECRET}, "Download.run",
+                        "downloading Qwen/Qwen3-VL-8B-Instruct into /tmp/m"),
+    "host_tuning": ({"sysctls": {"vm.swappiness": 0}}, "governor_setting", "reading the host's tuning"),
     "haproxy_server": ({"backend": "vllm_instances", "server": "npu-node-01:vllm-ascend", "state": "drain"}, "apply",
                        "setting vllm_instances/npu-node-01:vllm-ascend to drain through /run/haproxy/admin.sock"),
 }
@@ -60,6 +64,14 @@ def test_ansibles_own_checks_name_the_option(name, args, expected):
     # The argument spec's checks come first; the modules rely on them for types, required and unknown options.
     result = run_module(name, **args)
     assert result["failed"] is True and expected in result["msg"]
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in (REPO / "library").glob("*.py")))
+def test_each_modules_documentation_is_yaml(name):
+    """ansible-doc and the sanity suite read them as YAML: a colon in a sentence breaks a whole module's docs."""
+    module = importlib.import_module(MODULES + "." + name)
+    for part in ("DOCUMENTATION", "EXAMPLES", "RETURN"):
+        assert yaml.safe_load(getattr(module, part)), "%s of %s" % (part, name)
 
 
 @pytest.mark.parametrize("name", sorted(path.stem for path in (REPO / "library").glob("*.py")))

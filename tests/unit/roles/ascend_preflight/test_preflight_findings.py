@@ -253,3 +253,19 @@ def test_inputs_are_not_modified():
     before = copy.deepcopy(facts)
     judge(facts)
     assert facts == before
+
+
+def test_host_tuning_that_differs_is_a_warning_and_what_the_host_lacks_is_nothing():
+    tuning = [
+        {"name": "cpu_governor", "wanted": "performance", "current": "schedutil", "state": "differs"},
+        {"name": "vm.swappiness", "wanted": "0", "current": "0", "state": "ok"},
+        {"name": "kernel.numa_balancing", "wanted": "0", "current": "1", "state": "differs"},
+        {"name": "kernel.sched_migration_cost_ns", "wanted": "50000", "current": "", "state": "unavailable"},
+    ]
+    result = judge(duo_facts(), tuning=tuning)
+    assert result["failures"] == []
+    assert [warning["message"] for warning in result["warnings"]] == [
+        "host tuning: found cpu_governor is schedutil; required performance (fleet_host_tuning_governor, from "
+        "vLLM-Ascend's tuning guide). Fix: ansible-playbook playbooks/host_tuning.yml applies it for good",
+        "host tuning: found kernel.numa_balancing is 1; required 0 (fleet_host_tuning_sysctls, from vLLM-Ascend's "
+        "tuning guide). Fix: ansible-playbook playbooks/host_tuning.yml applies it for good"]
