@@ -141,6 +141,31 @@ def load(report_dir):
     return rows, skipped, checks
 
 
+# What the benchmark role records beside each host's results: the host tuning it measured under (host_tuning).
+TUNING_FILE = "host-tuning.json"
+TUNING_FIELDS = ("name", "wanted", "current", "state")
+
+
+def load_tunings(report_dir):
+    """Each host's recorded tuning: [{'host', 'settings': [{name, wanted, current, state}], 'differs': [...]}]."""
+    tunings = []
+    for path in sorted((pathlib.Path(report_dir) / "raw").glob("*/" + TUNING_FILE)):
+        where = path.relative_to(report_dir)
+        try:
+            settings = json.loads(path.read_text(encoding="utf-8")).get("settings")
+        except (OSError, ValueError, AttributeError) as error:
+            raise SystemExit("%s cannot be read as the host tuning the benchmark recorded (%s). Fix: delete it; "
+                             "the report is made without it" % (where, error)) from None
+        if not (isinstance(settings, list) and all(isinstance(setting, dict) and all(
+                isinstance(setting.get(field), str) for field in TUNING_FIELDS) for setting in settings)):
+            raise SystemExit("%s: expected {\"settings\": [{%s}, ...]} as the benchmark records it. Fix: delete it; "
+                             "the report is made without it" % (where, ", ".join(TUNING_FIELDS)))
+        tunings.append({"host": path.parent.name,
+                        "settings": [{field: setting[field] for field in TUNING_FIELDS} for setting in settings],
+                        "differs": [setting["name"] for setting in settings if setting["state"] == "differs"]})
+    return tunings
+
+
 def answers_verdict(checks):
     """failed when any answer check of an instance failed, passed when some were asked and all passed, else
     "not checked"."""
@@ -501,14 +526,15 @@ def build(report_dir, latency_target):
                          % (latency_target, bench_record.LATENCY_TARGET_S))
     report_dir = pathlib.Path(report_dir)
     rows, skipped, checks = load(report_dir)
+    tunings = load_tunings(report_dir)
     try:
-        return write_report(report_dir, rows, skipped, checks, latency_target)
+        return write_report(report_dir, rows, skipped, checks, latency_target, tunings)
     except OSError as error:
         raise SystemExit("cannot write the report into %s: %s. Fix: make the folder writable, free disk space, or "
                          "move away what stands where a report file goes" % (report_dir, error)) from None
 
 
-def write_report(report_dir, rows, skipped, checks, latency_target):
+def write_report(report_dir, rows, skipped, checks, latency_target, tunings=()):
     write_csv(rows, report_dir / "results.csv")
     reference, entries = comparison(rows)
     host_totals, fleet_totals = totals(rows)
@@ -529,6 +555,7 @@ def write_report(report_dir, rows, skipped, checks, latency_target):
         "answers_failed": [{"host": entry["host"], "instance": entry["instance"]} for entry in checks
                            if entry["answers"] == "failed"],
         "skipped_lines": skipped,
+        "host_tuning": list(tunings),
         "recommended": recommendations(rows, latency_target),
         "comparison_reference": reference,
         "comparison": entries,

@@ -376,6 +376,11 @@ def test_benchmark_playbook_reports_both_hosts(fleet, deployed, tmp_path):
     assert {(r["image_size"], r["max_tokens"]) for r in summary["recommended"]} == {
         (size, tokens) for size in ("640x480", "1280x720", "1920x1080") for tokens in (32, 256)}
     markdown = (report_dir / "report.md").read_text()
+    # Each host's tuning as measured: the twin's hosts boot untuned, so each setting of the guide differs.
+    assert [(entry["host"], entry["differs"]) for entry in summary["host_tuning"]] == [
+        (host, ["cpu_governor", "vm.swappiness", "kernel.numa_balancing", "kernel.sched_migration_cost_ns"])
+        for host in (A, B)]
+    assert "| %s | vm.swappiness | 60 | 0 | **differs** |" % A in markdown
     for chart in ("p95_by_image_size.png", "p95_by_max_tokens.png", "throughput.png", "ttft.png", "instances.png"):
         assert (report_dir / chart).stat().st_size > 1000 and chart in markdown
     lines = (report_dir / "results.csv").read_text().splitlines()

@@ -339,3 +339,29 @@ def test_lines_that_hold_no_record_are_skipped_and_counted(tmp_path):
         handle.write(b"not json\n[1, 2]\n\"a record\"\n\xff\xfe{\n" + json.dumps(GOOD).encode()[:30])
     summary = report.build(tmp_path, latency_target=10)
     assert summary["groups"] == 2 and summary["skipped_lines"] == [{"host": "node-a", "instance": "v", "lines": 5}]
+
+
+def test_each_hosts_tuning_is_shown_beside_its_results(tmp_path):
+    write(tmp_path, "node-a", "vllm-ascend", [group("640x480", 32, 1, 2.0, 100)])
+    write(tmp_path, "node-b", "vllm-ascend", [group("640x480", 32, 1, 2.0, 100)])
+    settings = [{"name": "cpu_governor", "wanted": "performance", "current": "schedutil", "state": "differs",
+                 "where": "/sys/devices/system/cpu/cpufreq", "why": ""},
+                {"name": "vm.swappiness", "wanted": "0", "current": "0", "state": "ok"}]
+    (tmp_path / "raw/node-a" / report.TUNING_FILE).write_text(json.dumps({"settings": settings}))
+    summary = report.build(tmp_path, 10.0)
+    assert summary["host_tuning"] == [{"host": "node-a", "differs": ["cpu_governor"], "settings": [
+        {"name": "cpu_governor", "wanted": "performance", "current": "schedutil", "state": "differs"},
+        {"name": "vm.swappiness", "wanted": "0", "current": "0", "state": "ok"}]}]
+    text = (tmp_path / "report.md").read_text()
+    assert "| node-a | cpu_governor | schedutil | performance | **differs** |" in text
+    assert "node-b | cpu_governor" not in text, "a host without a record shows none"
+    assert "<td>node-a</td><td>vm.swappiness</td><td>0</td><td>0</td>" in (tmp_path / "report.html").read_text()
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"settings": "all fine"}', '{"settings": [{"name": 1}]}', "[]"])
+def test_a_tuning_record_it_cannot_read_is_named(tmp_path, content):
+    write(tmp_path, "node-a", "vllm-ascend", [group("640x480", 32, 1, 2.0, 100)])
+    (tmp_path / "raw/node-a" / report.TUNING_FILE).write_text(content)
+    with pytest.raises(SystemExit) as stopped:
+        report.build(tmp_path, 10.0)
+    assert "raw/node-a/host-tuning.json" in str(stopped.value) and "Fix: delete it" in str(stopped.value)
