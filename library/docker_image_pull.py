@@ -40,6 +40,17 @@ options:
         changes no container. The pulled name stays on the host too (its repository digest is what C(digest) is
         checked against). Default C(name) itself.
     type: str
+  registry_username:
+    description:
+      - Account to log in to the registry of C(pull_from) (or of C(name)) with before pulling, for a registry that
+        needs a login (Huawei SWR, a site's own). Requires C(registry_password).
+      - The login lives in a Docker CLI config folder of this pull alone (C(docker --config)), removed when the
+        pull ends; the password is never kept on the host, never on a command line, and the host's own
+        C(~/.docker/config.json) is left as it is.
+    type: str
+  registry_password:
+    description: Password or token for C(registry_username), given to C(docker login --password-stdin). Never logged.
+    type: str
   digest:
     description: Expected content digest of the image in its registry, C(sha256:) and 64 lowercase hex digits.
     type: str
@@ -88,6 +99,13 @@ EXAMPLES = r"""
     pull_from: registry.example.cn/ascend/vllm-ascend:v0.18.0rc1-310p
     retries: 8
 
+- name: Pull it from Huawei SWR, which needs a login
+  ascend.fleet.docker_image_pull:
+    name: quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
+    pull_from: swr.cn-south-1.myhuaweicloud.com/ascendhub/vllm-ascend:v0.18.0rc1-310p
+    registry_username: "{{ swr_username }}"
+    registry_password: "{{ swr_password }}"
+
 - name: Pull it pinned by digest
   ascend.fleet.docker_image_pull:
     name: quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
@@ -129,8 +147,11 @@ msg:
   sample: would pull quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
 """
 
+import contextlib
 import json
 import re
+import shutil
+import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -164,11 +185,14 @@ PERMANENT = (
     ("no matching manifest", "the image has no build for this host's architecture: pick a tag built for it"),
     ("manifest unknown", "the tag is not in the registry: check fleet_image_version against the registry's tags, "
                          "or that the mirror (fleet_image_registry_mirror) holds it"),
-    ("repository does not exist", "check fleet_image_repository, or log in on the host: docker login <registry>"),
+    ("repository does not exist", "check fleet_image_repository, or, for a registry that needs a login, set "
+                                  "vllm_image_registry_username and vllm_image_registry_password"),
     ("name unknown", "the repository is not in the registry: check fleet_image_repository"),
-    ("unauthorized", "log in on the host (docker login <registry>), or use a mirror that needs no login"),
-    ("requested access to the resource is denied", "log in on the host (docker login <registry>) with an account "
-                                                   "that may pull the image"),
+    ("unauthorized", "set vllm_image_registry_username and vllm_image_registry_password (from a vault) to an "
+                     "account of that registry, or use a mirror that needs no login"),
+    ("requested access to the resource is denied", "set vllm_image_registry_username and "
+                                                   "vllm_image_registry_password to an account that may pull the "
+                                                   "image"),
 )
 DAEMON_DOWN = "cannot connect to the docker daemon"
 
@@ -261,12 +285,40 @@ def check_options(params):
                "set fleet_docker_bin")
 
 
+@contextlib.contextmanager
+def logged_in(params, name):
+    """The Docker CLI options that pull name logged in: none without an account, else a config folder of this
+    pull alone, logged in to name's registry and removed after, so the password outlives the pull nowhere."""
+    if not params["registry_username"]:
+        yield []
+        return
+    registry, folder = registry_of(name), tempfile.mkdtemp(prefix="ascend-fleet-docker-")
+    try:
+        code, out, err = run_docker(params["docker"], "--config", folder, "login", "--username",
+                                    params["registry_username"], "--password-stdin", "--", registry,
+                                    stdin=params["registry_password"])
+        if code != 0:
+            lines = (err.strip() or out.strip()).splitlines()
+            raise PullError("could not log in to %s as %s: %s. Fix: check vllm_image_registry_username and "
+                            "vllm_image_registry_password (in your vault) against the registry's account"
+                            % (registry, params["registry_username"], lines[-1] if lines else "exit %s" % code),
+                            attempts=0)
+        yield ["--config", folder]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def pull(params, name):
     """Pull name until it works, retrying what another attempt may fix; the number of attempts made."""
+    with logged_in(params, name) as login:
+        return pull_attempts(params, name, login)
+
+
+def pull_attempts(params, name, login):
     docker, retries = params["docker"], params["retries"]
     delay, errors = params["delay"], []
     for attempt in range(1, retries + 1):
-        code, out, err = run_docker(docker, "pull", "--", name, timeout=params["timeout"])
+        code, out, err = run_docker(docker, *(login + ["pull", "--", name]), timeout=params["timeout"])
         if code == 0:
             return attempt
         lines = (err.strip() or out.strip()).splitlines()
@@ -338,7 +390,10 @@ def main():
             delay=dict(type="float", default=5),
             max_delay=dict(type="float", default=120),
             docker=dict(type="str", default="docker"),
+            registry_username=dict(type="str"),
+            registry_password=dict(type="str", no_log=True),
         ),
+        required_together=[("registry_username", "registry_password")],
         supports_check_mode=True,
     )
     try:

@@ -27,18 +27,20 @@ class DockerUnavailable(OptionError):
             "to its path" % self.why)
 
 
-def run_docker(docker, *args, timeout=None):
+def run_docker(docker, *args, timeout=None, stdin=None):
     """(exit code, stdout, stderr) of one Docker CLI call, bytes that are not UTF-8 replaced.
 
     Callers put `--` before any name they pass, so that no value, whatever it holds, is read as an option.
     timeout (seconds; None: DEFAULT_TIMEOUT_S; 0: none, for a pull the caller bounds otherwise): the call is
     killed after it, giving exit code None and the reason as stderr (the daemon stops a pull whose client went
-    away, and keeps the layers it has).
+    away, and keeps the layers it has). stdin: text given to the call on its standard input (a password, which
+    never goes on a command line).
     """
     timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout or None
     try:
-        done = subprocess.run([docker] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              encoding="utf-8", errors="replace", check=False, timeout=timeout)
+        done = subprocess.run([docker] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, input=stdin,
+                              stdin=None if stdin is not None else subprocess.DEVNULL, encoding="utf-8",
+                              errors="replace", check=False, timeout=timeout)
     except OSError as error:
         raise DockerUnavailable(docker, error) from None
     except subprocess.TimeoutExpired:

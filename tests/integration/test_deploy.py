@@ -15,7 +15,7 @@ import pytest
 import requests
 from hub_server import Hub
 
-from twin import hosts
+from twin import hosts, lifecycle
 from twin.lifecycle import Twin
 from twin.shell import docker
 from twin_fleet import CONFIG_DIR
@@ -281,6 +281,31 @@ def test_incomplete_model_is_staged_from_the_controller(fleet, deployed, tmp_pat
     again = fleet.play("--limit", B, "--tags", "model", "-e", "model_weights_source=controller",
                        "-e", "model_weights_controller_dir=%s" % source)
     assert again.rc == 0 and again.changed() == 0
+
+
+def test_a_registry_that_needs_a_login_is_pulled_from_with_the_account_and_keeps_no_password(fleet, deployed):
+    """The twin's registry behind a login (port 5001) stands in for Huawei SWR: fleet_image_pull_from names it
+    whole, vllm_image_registry_* give the account."""
+    account = json.loads((Twin().home / lifecycle.LOGIN_FILE).read_text())
+    source = "twin-registry:%d/ascend/vllm-ascend:%s" % (lifecycle.REGISTRY_LOGIN_PORT, TAG)
+    before = container_ids(fleet)
+    fleet[B].docker("rmi", IMAGE)
+    settings = {"fleet_image_pull_from": source, "vllm_image_registry_username": account["username"],
+                "vllm_image_registry_password": "not-the-password"}
+    refused = fleet.play("--tags", "image", "--limit", B, **{B: settings})
+    assert refused.rc != 0 and "could not log in to twin-registry:5001 as ops" in failure_text(refused, B)
+    assert "not-the-password" not in refused.stdout + json.dumps(refused.events)
+    logged = fleet.play("--tags", "image,server", "--limit", B,
+                        **{B: dict(settings, vllm_image_registry_password=account["password"])})
+    assert logged.rc == 0, logged.stdout
+    assert logged.results("Pull the image")[B]["pulled_from"] == source
+    assert logged.changed() == 1 and container_ids(fleet) == before
+    assert account["password"] not in logged.stdout + json.dumps(logged.events)
+    # No password stays on the host: not in the Docker CLI's own config, not in a login folder left behind.
+    kept = fleet[B].exec("sh", "-c", "cat /root/.docker/config.json 2>/dev/null; ls -d /tmp/ascend-fleet-docker-* "
+                         "2>/dev/null", check=False).stdout
+    assert "5001" not in kept and "ascend-fleet-docker-" not in kept
+    fleet[B].docker("rmi", source)
 
 
 def test_a_modelscope_download_with_a_corrupted_file_is_caught_and_fetched_again(fleet, deployed, tmp_path):

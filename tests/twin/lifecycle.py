@@ -12,6 +12,7 @@ exactly that. Two caches are kept across ``down`` because they take minutes to m
 filesystems (``TWIN_CACHE``, default /var/cache/ascend-vllm-fleet-twin) and the images imported from them;
 ``down --purge`` removes them too.
 """
+import base64
 import hashlib
 import ipaddress
 import json
@@ -28,6 +29,7 @@ import time
 import urllib.error
 import urllib.request
 
+import bcrypt
 import yaml
 
 from . import fleet
@@ -63,6 +65,9 @@ ROOTS = {
 BASE_REPOSITORY = "ascend-vllm-fleet-twin/debian-"
 # The registry's port on the twin network, where hosts reach it as fleet.REGISTRY_NAME (the inventory's mirror).
 REGISTRY_HOST_PORT = 5000
+# The same registry behind a login, as Huawei SWR or a site's own registry is: its account is in LOGIN_FILE.
+REGISTRY_LOGIN_PORT = 5001
+LOGIN_FILE = "registry/login.json"
 STATE_FILE = "state.json"
 # The demo fleet: the seed's 4-card host first, then a 2-card one, cycled.
 DEMO_PROFILES = ("seed_duo4", "duo2")
@@ -152,11 +157,14 @@ class Twin:
             url = "http://%s/v2/" % (address or self.registry)
             with urllib.request.urlopen(url, timeout=2) as response:
                 return response.status == 200
+        except urllib.error.HTTPError as error:
+            return error.code == 401  # the registry behind a login answers, asking for it
         except (urllib.error.URLError, OSError):
             return False
 
-    def start_registry(self, state, role, address, readonly):
-        """One registry process over the twin's storage; `role` names it in the state and its files."""
+    def start_registry(self, state, role, address, readonly, htpasswd=None):
+        """One registry process over the twin's storage; `role` names it in the state and its files; htpasswd, a
+        file of accounts it requires a login with."""
         pids = state.setdefault("registry_pids", {})
         if pids.get(role) and self._is_our_registry(pids[role]) and self.registry_answers(address):
             return
@@ -170,9 +178,11 @@ class Twin:
         if readonly:
             storage["maintenance"] = {"readonly": {"enabled": True}}
         config = folder / ("%s.yml" % role)
-        # No auth, like a site's internal mirror; each instance listens on one address only.
-        config.write_text(yaml.safe_dump({"version": 0.1, "log": {"level": "warn"}, "storage": storage,
-                                          "http": {"addr": address}}))
+        # No auth unless htpasswd is given, like a site's internal mirror; each instance listens on one address only.
+        settings = {"version": 0.1, "log": {"level": "warn"}, "storage": storage, "http": {"addr": address}}
+        if htpasswd:
+            settings["auth"] = {"htpasswd": {"realm": "twin-registry", "path": str(htpasswd)}}
+        config.write_text(yaml.safe_dump(settings))
         with open(folder / ("%s.log" % role), "ab") as output:
             process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=output,
                                        stderr=subprocess.STDOUT, start_new_session=True)
@@ -186,6 +196,21 @@ class Twin:
                 break
             time.sleep(0.1)
         raise TwinError("the registry did not start on %s; see %s" % (address, folder / ("%s.log" % role)))
+
+    def registry_account(self):
+        """The htpasswd file of the registry behind a login; its account (a random password, made once) is in
+        LOGIN_FILE, readable by root only, for the tests that log in."""
+        account_file, htpasswd = self.home / LOGIN_FILE, self.home / "registry/htpasswd"
+        if not account_file.exists():
+            account_file.parent.mkdir(parents=True, exist_ok=True)
+            account = {"username": "ops", "password": base64.urlsafe_b64encode(os.urandom(18)).decode()}
+            with open(os.open(account_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as stream:
+                json.dump(account, stream)
+        account = json.loads(account_file.read_text())
+        if not htpasswd.exists():
+            hashed = bcrypt.hashpw(account["password"].encode(), bcrypt.gensalt()).decode()
+            htpasswd.write_text("%s:%s\n" % (account["username"], hashed))
+        return htpasswd
 
     def _is_our_registry(self, pid):
         try:
@@ -309,6 +334,8 @@ class Twin:
         gateway = self.start_network()
         self.start_registry(state, "push", self.registry, readonly=False)
         self.start_registry(state, "hosts", "%s:%d" % (gateway, REGISTRY_HOST_PORT), readonly=True)
+        self.start_registry(state, "login", "%s:%d" % (gateway, REGISTRY_LOGIN_PORT), readonly=True,
+                            htpasswd=self.registry_account())
         self.build_host_image(state)
         self.build_standin_image(state)
         return state

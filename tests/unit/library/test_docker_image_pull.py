@@ -4,10 +4,11 @@ A fake docker logs every call, so a test counts the pull attempts: an error that
 a tag the registry does not have, a login it needs) must stop at once, or fail before any pull.
 """
 import json
+import os
 import sys
 
 import pytest
-from module_runs import SHORT_DOCKER_TIMEOUT, assert_refused, run_module
+from module_runs import SECRET, SHORT_DOCKER_TIMEOUT, assert_refused, run_module
 
 IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
 DIGEST = "sha256:" + "4f1c" * 16
@@ -15,16 +16,25 @@ PRESENT = json.dumps([{"Id": "sha256:" + "0f4a" * 16, "RepoDigests": ["quay.io/a
 NO_SUCH_IMAGE = "Error response from daemon: No such image: " + IMAGE
 
 
-def fake_docker(tmp_path, inspect=(1, NO_SUCH_IMAGE), pull=(0, "Status: Downloaded newer image"), after_pull=None):
+def fake_docker(tmp_path, inspect=(1, NO_SUCH_IMAGE), pull=(0, "Status: Downloaded newer image"), after_pull=None,
+                password=None):
     """A docker CLI that answers `image inspect` with inspect (after a pull that succeeded: after_pull, by default
-    the image present) and `pull` with pull, and logs each call's arguments; returns (path, calls())."""
+    the image present), `pull` with pull and `login` as a registry whose password is password, and logs each
+    call's arguments (a login: with the folder its --config names, and whether that folder exists at the pull
+    that follows); returns (path, calls())."""
     log = tmp_path / "docker-calls.jsonl"
-    answers = {"inspect": list(inspect), "pull": list(pull), "after_pull": list(after_pull or (0, PRESENT))}
+    answers = {"inspect": list(inspect), "pull": list(pull), "after_pull": list(after_pull or (0, PRESENT)),
+               "password": password}
     script = tmp_path / "docker"
     script.write_text(
-        "#!%s\nimport json, os, sys\nanswers = json.loads(%r)\npulled = %r\n"
-        "with open(%r, 'a') as log:\n    log.write(json.dumps(sys.argv[1:]) + '\\n')\n"
-        "key = 'pull' if sys.argv[1] == 'pull' else ('after_pull' if os.path.exists(pulled) else 'inspect')\n"
+        "#!%s\nimport json, os, sys\nanswers = json.loads(%r)\npulled = %r\nargs = sys.argv[1:]\n"
+        "with open(%r, 'a') as log:\n    log.write(json.dumps(args + (['config exists'] if args[:1] == ['--config'] "
+        "and os.path.isdir(args[1]) else [])) + '\\n')\n"
+        "if args[:1] == ['--config']:\n    args = args[2:]\n"
+        "if args[0] == 'login':\n    right = sys.stdin.read() == answers['password']\n"
+        "    print('Login Succeeded' if right else 'Error response from daemon: Get \"http://r/v2/\": unauthorized: "
+        "incorrect username or password', file=sys.stdout if right else sys.stderr)\n    sys.exit(0 if right else 1)\n"
+        "key = 'pull' if args[0] == 'pull' else ('after_pull' if os.path.exists(pulled) else 'inspect')\n"
         "code, text = answers[key]\n"
         "if key == 'pull' and code == 0:\n    open(pulled, 'w').close()\n"
         "sys.stdout.buffer.write(text.encode('utf-8', 'surrogateescape'))\nsys.exit(code)\n"
@@ -38,7 +48,7 @@ def fake_docker(tmp_path, inspect=(1, NO_SUCH_IMAGE), pull=(0, "Status: Download
 
 
 def pulls(calls):
-    return [call for call in calls() if call[0] == "pull"]
+    return [call for call in calls() if "pull" in call[:3]]
 
 
 # (case, arguments besides docker, pieces the message must hold)
@@ -90,9 +100,10 @@ def test_bad_options_fail_at_once_without_running_docker(tmp_path, case, args, e
      ["manifest unknown", "the tag"]),
     ("repository not in the registry",
      "Error response from daemon: pull access denied for quay.io/ascend/vllm-ascend, repository does not exist or "
-     "may require 'docker login': denied: requested access to the resource is denied", ["docker login"]),
+     "may require 'docker login': denied: requested access to the resource is denied",
+     ["vllm_image_registry_username"]),
     ("login needed", "Error response from daemon: Head \"https://quay.io/v2/x/manifests/v1\": unauthorized: "
-                     "authentication required", ["unauthorized", "docker login"]),
+                     "authentication required", ["unauthorized", "vllm_image_registry_username"]),
     ("no image for this machine", "no matching manifest for linux/arm64/v8 in the manifest list entries",
      ["no matching manifest", "architecture"]),
     ("docker rejects the name", "invalid reference format", ["invalid reference format", "name"]),
@@ -228,3 +239,39 @@ def test_a_name_pinned_by_digest_cannot_be_given_to_an_image_pulled_by_another_n
                         pull_from="m.daocloud.io/quay.io/ascend/vllm-ascend:v1", docker=docker)
     assert_refused(result, "pins a digest", "vllm_image_digest")
     assert calls() == []
+
+
+SWR = "swr.cn-south-1.myhuaweicloud.com/ascendhub/vllm-ascend:v0.18.0rc1-310p"
+
+
+def test_a_registry_that_needs_a_login_is_pulled_from_logged_in_for_this_pull_alone(tmp_path):
+    docker, calls = fake_docker(tmp_path, password=SECRET)
+    result = run_module("docker_image_pull", name=IMAGE, pull_from=SWR, docker=docker, delay=0,
+                        registry_username="ops", registry_password=SECRET)
+    assert result["changed"] and result["pulled_from"] == SWR, result
+    (login,) = [call for call in calls() if "login" in call]
+    assert login[2:] == ["login", "--username", "ops", "--password-stdin", "--",
+                         "swr.cn-south-1.myhuaweicloud.com", "config exists"], "the password is never on a command line"
+    (pull,) = pulls(calls)
+    assert pull == ["--config", login[1], "pull", "--", SWR, "config exists"], "the pull uses the login's folder"
+    assert not os.path.exists(login[1]), "the login's folder (and the password in it) is gone after the pull"
+    assert SECRET not in json.dumps(result) and SECRET not in json.dumps(calls())
+
+
+def test_a_login_refused_stops_before_any_pull_and_keeps_nothing(tmp_path):
+    docker, calls = fake_docker(tmp_path, password="the right one")
+    result = run_module("docker_image_pull", name=IMAGE, pull_from=SWR, docker=docker, delay=0,
+                        registry_username="ops", registry_password=SECRET)
+    assert_refused(result, "could not log in to swr.cn-south-1.myhuaweicloud.com as ops",
+                   "incorrect username or password", "vllm_image_registry_password")
+    assert pulls(calls) == [] and SECRET not in json.dumps(result)
+    (login,) = [call for call in calls() if "login" in call]
+    assert not os.path.exists(login[1])
+
+
+def test_no_login_without_an_account_and_a_password_alone_is_refused(tmp_path):
+    docker, calls = fake_docker(tmp_path)
+    assert run_module("docker_image_pull", name=IMAGE, docker=docker, delay=0)["changed"]
+    assert [call[0] for call in calls()] == ["image", "pull", "image"]
+    result = run_module("docker_image_pull", name=IMAGE, docker=docker, registry_password=SECRET)
+    assert result["failed"] and "registry_username" in result["msg"] and SECRET not in json.dumps(result)

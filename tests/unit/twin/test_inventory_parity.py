@@ -42,7 +42,8 @@ def test_every_example_setting_is_the_twins_too():
 def test_twin_settings_touch_no_path_or_name_a_real_site_uses():
     twin = load(TWIN / "group_vars/all.yml")
     mirror = twin["fleet_image_registry_mirror"]
-    assert twin["docker_runtime_daemon_options"] == {"insecure-registries": [mirror]}
+    # The mirror, and the same registry behind a login (tests/twin/lifecycle.py REGISTRY_LOGIN_PORT).
+    assert twin["docker_runtime_daemon_options"] == {"insecure-registries": [mirror, "twin-registry:5001"]}
     assert all(key.startswith("VLLM_TWIN_") for key in twin["vllm_server_extra_env"])
     # Disk checks: the same paths as the role's, only smaller sizes.
     default_paths = [check["path"] for check in role_default("ascend_preflight", "ascend_preflight_disk_checks")]
