@@ -149,6 +149,7 @@ msg:
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -195,6 +196,8 @@ PERMANENT = (
                                                    "image"),
 )
 DAEMON_DOWN = "cannot connect to the docker daemon"
+# How registries answer a login with the wrong account (docker prints them lower or upper case).
+REFUSED_LOGIN = ("unauthorized", "incorrect username or password", "denied", "authentication required")
 
 
 class PullError(Exception):
@@ -270,6 +273,12 @@ def check_options(params):
             raise OptionError("name %r pins a digest, which docker cannot give as a name to an image pulled from %s. "
                               "Fix: name the image by its tag in fleet_image and pin the digest in vllm_image_digest"
                               % (name, params["pull_from"]))
+    if params["registry_username"] is not None or params["registry_password"] is not None:
+        if not params["registry_username"] or not params["registry_password"]:
+            raise OptionError("registry_username and registry_password: expected both, or neither (%s is empty). "
+                              "Fix: set vllm_image_registry_username and vllm_image_registry_password together, "
+                              "the password from a vault" % ("registry_username" if not params["registry_username"]
+                                                             else "registry_password"))
     if digest and not DIGEST.fullmatch(digest):
         raise OptionError("digest %r: expected sha256: and 64 lowercase hex digits, as `docker images --digests` "
                           "shows. Fix: copy the whole digest into vllm_image_digest" % digest)
@@ -294,18 +303,37 @@ def logged_in(params, name):
         return
     registry, folder = registry_of(name), tempfile.mkdtemp(prefix="ascend-fleet-docker-")
     try:
-        code, out, err = run_docker(params["docker"], "--config", folder, "login", "--username",
-                                    params["registry_username"], "--password-stdin", "--", registry,
-                                    stdin=params["registry_password"])
-        if code != 0:
-            lines = (err.strip() or out.strip()).splitlines()
-            raise PullError("could not log in to %s as %s: %s. Fix: check vllm_image_registry_username and "
-                            "vllm_image_registry_password (in your vault) against the registry's account"
-                            % (registry, params["registry_username"], lines[-1] if lines else "exit %s" % code),
-                            attempts=0)
+        # A config that names the registry already: the Docker CLI then keeps the login in this file, and does not
+        # go looking for a credential helper (pass, a desktop keyring) that would keep it after the folder is gone.
+        with open(os.path.join(folder, "config.json"), "w") as config:
+            json.dump({"auths": {registry: {}}}, config)
+        log_in(params, folder, registry)
         yield ["--config", folder]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def log_in(params, folder, registry):
+    """docker login, the password on stdin; retried like a pull when the registry cannot be reached."""
+    delay = params["delay"]
+    for attempt in range(1, params["retries"] + 1):
+        code, out, err = run_docker(params["docker"], "--config", folder, "login", "--username",
+                                    params["registry_username"], "--password-stdin", "--", registry,
+                                    stdin=params["registry_password"])
+        if code == 0:
+            return
+        lines = (err.strip() or out.strip()).splitlines()
+        error = lines[-1] if lines else "exit %s" % code
+        if any(wording in error.lower() for wording in REFUSED_LOGIN):
+            raise PullError("could not log in to %s as %s: %s. Fix: check vllm_image_registry_username and "
+                            "vllm_image_registry_password (in your vault) against the registry's account"
+                            % (registry, params["registry_username"], error), attempts=0)
+        if attempt < params["retries"]:
+            time.sleep(delay)
+            delay = min(delay * 2, params["max_delay"])
+    raise PullError("could not log in to %s after %d attempts: %s. Fix: check that the host reaches %s (proxy, "
+                    "firewall, DNS; a registry without TLS goes in docker_runtime_daemon_options' "
+                    "insecure-registries)" % (registry, params["retries"], error, registry), attempts=0)
 
 
 def pull(params, name):

@@ -102,7 +102,8 @@ settings:
       description: The value before this run.
       type: str
     state:
-      description: C(ok), C(differs) or C(unavailable).
+      description: C(ok), C(differs), C(refused) (the kernel refused the value C(apply) wrote; C(why) says how) or
+        C(unavailable).
       type: str
     where:
       description: The file read (for the governor, the policies' folder).
@@ -152,16 +153,29 @@ def write(path, value):
         stream.write("%s\n" % value)
 
 
+def readable(policy):
+    """Whether a policy's governor can be read: the kernel answers EBUSY for a policy whose CPUs are all offline."""
+    try:
+        read(os.path.join(policy, "scaling_governor"))
+    except OSError:
+        return False
+    return True
+
+
 def governor_setting(wanted):
     """The governor: one entry for every policy, with the governors now in use listed by policy."""
     setting = dict(name="cpu_governor", wanted=wanted, current="", before="", where=POLICIES, why="")
-    policies = sorted(glob.glob(os.path.join(POLICIES, "policy*")), key=lambda path: int(path.rsplit("y", 1)[1]))
+    policies = sorted((path for path in glob.glob(os.path.join(POLICIES, "policy*"))
+                       if path.rsplit("y", 1)[1].isdigit() and readable(path)),
+                      key=lambda path: int(path.rsplit("y", 1)[1]))
     if not policies:
         return dict(setting, state="unavailable", why="no cpufreq policy in %s: the kernel has no cpufreq driver for "
                                                       "these CPUs (on Kunpeng, cppc_cpufreq), or the firmware does "
                                                       "not expose it" % POLICIES), []
-    available = set(read(os.path.join(policies[0], "scaling_available_governors")).split()) if os.path.exists(
-        os.path.join(policies[0], "scaling_available_governors")) else set()
+    try:
+        available = set(read(os.path.join(policies[0], "scaling_available_governors")).split())
+    except OSError:
+        available = set()  # a driver that does not list them takes any governor the kernel has
     if available and wanted not in available:
         return dict(setting, state="unavailable", current=describe_governors(policies),
                     why="the cpufreq driver offers %s, not %s" % (", ".join(sorted(available)), wanted)), []
@@ -217,21 +231,26 @@ def persist(path, lines, check_mode):
         if not os.path.isdir(folder):
             os.makedirs(folder, 0o755)
         staged = path + ".new"
-        with open(staged, "w") as stream:
-            stream.write(content)
-        os.chmod(staged, 0o644)
-        os.replace(staged, path)
+        try:
+            with open(staged, "w") as stream:
+                stream.write(content)
+            os.chmod(staged, 0o644)
+            os.replace(staged, path)
+        finally:
+            if os.path.exists(staged):
+                os.unlink(staged)
     return True
 
 
 def apply_settings(settings, governor_files, params, check_mode):
-    """Sets what differs and writes the boot files; whether anything changed (or would)."""
+    """Sets what differs and writes the boot files; whether anything changed (or would). A value the kernel
+    refuses stays as it was, with why, and is not kept for the next boots either."""
     changed = False
     for setting in settings:
         if setting["state"] != "differs":
             continue
-        changed = True
         if check_mode:
+            changed = True
             continue
         paths = governor_files if setting["name"] == "cpu_governor" else [setting["where"]]
         try:
@@ -239,18 +258,25 @@ def apply_settings(settings, governor_files, params, check_mode):
                 write(path, setting["wanted"])
         except OSError as error:
             setting["why"] = "%s refused %s: %s" % (path, setting["wanted"], error.strerror or error)
+            setting["state"] = "refused"
             continue
+        changed = True
         setting["current"] = (describe_governors([os.path.dirname(path) for path in paths])
                               if setting["name"] == "cpu_governor" else " ".join(read(paths[0]).split()))
         setting["state"] = "ok" if setting["current"] == setting["wanted"] else "differs"
-    sysctl_lines = ["%s = %s" % (s["name"], s["wanted"]) for s in settings if s["state"] != "unavailable"
-                    and s["name"] != "cpu_governor" and s["where"].startswith(SYSCTL_ROOT + "/")]
+    kept = [s for s in settings if s["state"] in ("ok", "differs")]
+    sysctl_lines = ["%s = %s" % (s["name"], s["wanted"]) for s in kept
+                    if s["name"] != "cpu_governor" and s["where"].startswith(SYSCTL_ROOT + "/")]
     tmpfiles_lines = ["w %s - - - - %s" % (s["where"] if s["name"] != "cpu_governor" else
                                            POLICIES + "/policy*/scaling_governor", s["wanted"])
-                      for s in settings if s["state"] != "unavailable" and (
-                          s["name"] == "cpu_governor" or not s["where"].startswith(SYSCTL_ROOT + "/"))]
+                      for s in kept if s["name"] == "cpu_governor" or not s["where"].startswith(SYSCTL_ROOT + "/")]
     for path, lines in ((params["sysctl_file"], sysctl_lines), (params["tmpfiles_file"], tmpfiles_lines)):
-        changed = persist(path, lines, check_mode) or changed
+        try:
+            changed = persist(path, lines, check_mode) or changed
+        except OSError as error:
+            raise OptionError("could not write %s, which keeps the tuning for the next boots: %s. Fix: check that "
+                              "the task runs as root (become) and that %s is writable"
+                              % (path, error.strerror or error, os.path.dirname(path))) from None
     return changed
 
 
@@ -292,7 +318,7 @@ def main():
     except Exception as error:  # anything unforeseen still says what was being done, not a traceback
         module.fail_json(msg=unexpected_failure("reading the host's tuning", error))
     module.exit_json(changed=changed, settings=settings,
-                     differs=[setting["name"] for setting in settings if setting["state"] == "differs"],
+                     differs=[setting["name"] for setting in settings if setting["state"] in ("differs", "refused")],
                      unavailable=[setting["name"] for setting in settings if setting["state"] == "unavailable"])
 
 

@@ -119,6 +119,12 @@ downloaded:
   type: list
   elements: str
   sample: ["model-00002-of-00004.safetensors"]
+removed:
+  description: Files an earlier revision downloaded into the folder that this revision no longer has, removed.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 resumed:
   description: Files whose download went on from where an earlier attempt stopped.
   returned: always
@@ -145,6 +151,7 @@ hub_asked:
 
 import hashlib
 import json
+import math
 import os
 import re
 import socket
@@ -172,6 +179,7 @@ DIGESTS = {"sha256": re.compile(r"[0-9a-f]{64}"), "git-sha1": re.compile(r"[0-9a
 # A model repository lists tens of files; an answer far beyond this is no listing.
 LISTING_MAX_BYTES = 16 << 20
 LISTING_MAX_FILES = 10000
+LISTING_MAX_PAGES = 1000
 CHUNK = 1 << 20
 # ModelScope's listing has git files its own client skips.
 SKIPPED = (".gitattributes", ".gitignore")
@@ -207,8 +215,13 @@ class NoAuthOnOtherHosts(HTTPRedirectHandler):
     """Follows redirects, but sends the token only to the host it was meant for (a CDN gets none)."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
+        old, target = urlsplit(req.full_url), urlsplit(newurl)
+        if target.scheme not in ("http", "https") or (old.scheme, target.scheme) == ("https", "http"):
+            raise DownloadError("%s redirected %s to %s, which this module does not follow (only http and https, "
+                                "never from https to http). Fix: check model_weights_hub_endpoint"
+                                % (old.netloc, old.path, newurl[:200]))
         new = HTTPRedirectHandler.redirect_request(self, req, fp, code, msg, headers, newurl)
-        if new is not None and urlsplit(newurl).netloc != urlsplit(req.full_url).netloc:
+        if new is not None and target.netloc != old.netloc:
             for header in ("Authorization", "Cookie"):
                 new.headers.pop(header, None)
                 new.unredirected_hdrs.pop(header, None)
@@ -252,7 +265,7 @@ class Hub(object):
         following = re.search(r'<([^>]+)>\s*;\s*rel="next"', link)
         try:
             return json.loads(body.decode("utf-8")), urljoin(url, following.group(1)) if following else None
-        except ValueError:
+        except (ValueError, RecursionError):
             raise DownloadError("%s answered %s with something that is not JSON (%r). Fix: check that "
                                 "model_weights_hub_endpoint is the hub's address for source %s"
                                 % (self.endpoint, what, body[:120], self.source)) from None
@@ -293,8 +306,12 @@ class Hub(object):
                                     "to a commit (40 hex digits, from the model's 'Files and versions' page)"
                                     % (self.endpoint, self.revision, self.repo))
         url = "%s/api/models/%s/tree/%s?recursive=true" % (self.endpoint, self.repo, commit)
-        files = []
+        files, pages = [], set()
         while url:
+            if url in pages or len(pages) >= LISTING_MAX_PAGES:
+                raise DownloadError("%s sends its listing of %s in pages without end (%d pages, back to %s). Fix: "
+                                    "check model_weights_hub_endpoint" % (self.endpoint, self.repo, len(pages), url))
+            pages.add(url)
             page, following = self.get_json(url, "the files of %s at %s" % (self.repo, commit))
             if not isinstance(page, list):
                 raise DownloadError("%s listed the files of %s as %s, not a list. Fix: check "
@@ -308,9 +325,9 @@ class Hub(object):
                 else:
                     algorithm, digest = "git-sha1", entry.get("oid") if isinstance(entry, dict) else None
                 name = entry.get("path") if isinstance(entry, dict) else None
-                url = "%s/%s/resolve/%s/%s" % (self.endpoint, self.repo, commit, quote(str(name)))
+                download_url = "%s/%s/resolve/%s/%s" % (self.endpoint, self.repo, commit, quote(str(name)))
                 size = entry.get("size") if isinstance(entry, dict) else None
-                files.append(self.hub_file(name, size, algorithm, digest, url))
+                files.append(self.hub_file(name, size, algorithm, digest, download_url))
             if following and urlsplit(following).netloc != urlsplit(self.endpoint).netloc:
                 raise DownloadError("%s sent the next page of its listing to another host (%s). Fix: check "
                                     "model_weights_hub_endpoint" % (self.endpoint, urlsplit(following).netloc))
@@ -330,7 +347,7 @@ class Hub(object):
                                                                 ": %s" % message if message else ""))
         files = []
         for entry in entries:
-            if not isinstance(entry, dict) or entry.get("Type") == "tree" or entry.get("Path") in SKIPPED:
+            if not isinstance(entry, dict) or entry.get("Type") == "tree" or entry.get("Name") in SKIPPED:
                 continue
             name = entry.get("Path")
             files.append(self.hub_file(name, entry.get("Size"), "sha256", entry.get("Sha256"),
@@ -387,7 +404,7 @@ class Folder(object):
         try:
             with open(self.record_path) as stream:
                 record = json.load(stream)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}
         return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else {}
 
@@ -409,8 +426,18 @@ class Folder(object):
             "mtime_ns") == stat.st_mtime_ns
 
     def part_of(self, hub_file):
-        # One flat folder of parts: '/' in a repository path becomes '%2F', so no part climbs into a subfolder.
-        return os.path.join(self.parts, quote(hub_file.path, safe="") + ".part")
+        # Named by the content it will hold: a short, flat name whatever the path, and a part left by an earlier
+        # revision's other content is never resumed into this one.
+        return os.path.join(self.parts, "%s-%s.part" % (hub_file.algorithm, hub_file.digest))
+
+    def target(self, name):
+        """Where the repository's file name goes: inside the folder, through no link that leads elsewhere."""
+        target = os.path.join(self.path, name)
+        inside = os.path.realpath(self.path)
+        if not os.path.realpath(target).startswith(inside + os.sep):
+            raise DownloadError("%s leads outside the model folder %s (through a link on the way). Fix: remove the "
+                                "link, or point fleet_model_dir at a folder without one" % (target, self.path))
+        return target
 
 
 class Download(object):
@@ -420,8 +447,8 @@ class Download(object):
         self.module, self.params = module, module.params
         self.folder = Folder(module.params["path"])
         self.hub = Hub(module.params)
-        self.result = dict(changed=False, commit="", files=0, downloaded=[], resumed=[], refetched=[], bytes=0,
-                           hub_asked=False)
+        self.result = dict(changed=False, commit="", files=0, downloaded=[], resumed=[], refetched=[], removed=[],
+                           bytes=0, hub_asked=False)
 
     def identity(self):
         return {"source": self.params["source"], "endpoint": self.hub.endpoint, "repo": self.params["repo"],
@@ -439,17 +466,22 @@ class Download(object):
         known = record.get("files", {}) if record.get("repo") == self.params["repo"] else {}
         missing = [hub_file for hub_file in files if not self.verified(hub_file, known.get(hub_file.path))]
         self.result["downloaded"] = [hub_file.path for hub_file in missing]
-        self.result["changed"] = bool(missing)
+        # Files an earlier revision had and this one has not: this module put them there, so it takes them away.
+        listed = {hub_file.path for hub_file in files}
+        self.result["removed"] = sorted(name for name in known if name not in listed and path_problem(name) is None
+                                        and os.path.isfile(os.path.join(self.folder.path, name)))
+        self.result["changed"] = bool(missing or self.result["removed"])
         if self.module.check_mode:
             return self.result
-        if not os.path.isdir(self.folder.path):
-            os.makedirs(self.folder.path, 0o755)
+        make_folder(self.folder.path)
         # The record grows with every file put in place, so a run stopped after hours keeps what it verified.
         verified = {hub_file.path: self.recorded(hub_file) for hub_file in files if hub_file not in missing}
         for hub_file in missing:
             self.fetch(hub_file)
             verified[hub_file.path] = self.recorded(hub_file)
             self.folder.write_record(dict(self.identity(), commit=commit, files=verified, complete=False))
+        for name in self.result["removed"]:
+            os.unlink(self.folder.target(name))
         self.folder.write_record(dict(self.identity(), commit=commit, files=verified, complete=True))
         if os.path.isdir(self.folder.parts) and not os.listdir(self.folder.parts):
             os.rmdir(self.folder.parts)
@@ -460,12 +492,15 @@ class Download(object):
 
     def verified(self, hub_file, recorded):
         """Whether the folder's copy of hub_file is the listed one; a copy that is not is noted for refetching."""
-        target = os.path.join(self.folder.path, hub_file.path)
+        target = self.folder.target(hub_file.path)
+        if os.path.lexists(target) and not os.path.isfile(target):
+            raise DownloadError("%s is not a file, where the hub lists the file %s. Fix: move it away, and run again"
+                                % (target, hub_file.path))
         try:
             size = os.path.getsize(target)
         except OSError:
             return False
-        if recorded and recorded.get("digest") == hub_file.digest and self.folder.unchanged(hub_file.path, recorded):
+        if self.folder.unchanged(hub_file.path, recorded) and recorded.get("digest") == hub_file.digest:
             return True
         if size == hub_file.size:
             found = digest_of(hub_file.algorithm, target, size)
@@ -482,7 +517,7 @@ class Download(object):
         place in one rename, so the folder never holds a file that was not verified."""
         part = self.folder.part_of(hub_file)
         if not os.path.isdir(self.folder.parts):
-            os.makedirs(self.folder.parts, 0o700)
+            os.makedirs(self.folder.parts, 0o700)  # parts are nobody's but this module's
         errors = []
         for attempt in range(1, self.params["retries"] + 1):
             try:
@@ -495,9 +530,9 @@ class Download(object):
                 continue
             found = digest_of(hub_file.algorithm, part, hub_file.size)
             if found == hub_file.digest:
-                target = os.path.join(self.folder.path, hub_file.path)
+                target = self.folder.target(hub_file.path)
                 if os.path.dirname(hub_file.path):
-                    os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+                    make_folder(os.path.dirname(target))
                 os.chmod(part, 0o644)
                 os.replace(part, target)
                 return
@@ -540,6 +575,13 @@ class Download(object):
             raise DownloadError("the download of %s stopped at %d of %d bytes" % (hub_file.path, have, hub_file.size))
 
 
+def make_folder(path):
+    """A folder everyone may read, as the model's files are, whatever the umask of the connection."""
+    if not os.path.isdir(path):
+        os.makedirs(path)
+        os.chmod(path, 0o755)
+
+
 def check_options(params):
     for option in ("repo", "revision"):
         text_given(params, option, "the model's %s on the hub" % option, "set model_weights_hub_%s" % option)
@@ -553,7 +595,7 @@ def check_options(params):
         raise OptionError("endpoint %r: expected an http:// or https:// address. Fix: set model_weights_hub_endpoint "
                           "to the hub's address, or leave it empty for %s's own" % (endpoint, params["source"]))
     number_at_least(params, "retries", 1, "set model_weights_hub_retries to 1 or more")
-    if not params["timeout"] > 0:
+    if not (math.isfinite(params["timeout"]) and params["timeout"] > 0):
         raise OptionError("timeout %r: expected more than 0 seconds. Fix: set model_weights_hub_timeout"
                           % params["timeout"])
 
@@ -572,9 +614,9 @@ def main():
         ),
         supports_check_mode=True,
     )
-    socket.setdefaulttimeout(module.params["timeout"])
     try:
         check_options(module.params)
+        socket.setdefaulttimeout(module.params["timeout"])
         result = Download(module).run()
     except (DownloadError, OptionError) as error:
         module.fail_json(msg=str(error))

@@ -151,7 +151,7 @@ def shards_of(path, problems):
     try:
         with open(index, encoding="utf-8") as handle:
             content = json.load(handle)
-    except ValueError as error:  # bytes that are not UTF-8 too
+    except (ValueError, RecursionError) as error:  # bytes that are not UTF-8 too; nested too deep for the parser
         problems.append("%s is not valid JSON (%s): re-copy it" % (INDEX, error))
         return []
     if not isinstance(content, dict):

@@ -28,6 +28,8 @@ STREAM_READ_BYTES = 65536
 # of a stream (an event is a few hundred bytes): a server that sends more is no vLLM, and is not read on.
 MAX_ANSWER_BYTES = 8 << 20
 MAX_STREAM_LINE_BYTES = 1 << 20
+# What is read of a refused stream's body before the connection is closed: its status is all that is kept.
+ERROR_BODY_MAX = 64 << 10
 
 
 class ClientError(Exception):
@@ -213,7 +215,7 @@ class Client:
             connection.request("POST", self.prefix + CHAT_PATH, body=body, headers=self.headers)
             response = connection.getresponse()
             if response.status != 200:
-                response.read()
+                response.read(ERROR_BODY_MAX)  # drained in part only: a refusal's body is not worth megabytes
                 result.error = "http_%d" % response.status
                 return
             read_events(stream_lines(response), result)

@@ -77,7 +77,7 @@ def read(path, host):
                         "read %s (become)" % (host, error, host, path)) from None
     try:
         plan = json.loads(data.decode("utf-8"))
-    except ValueError as error:  # UnicodeDecodeError is one
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError; RecursionError: nested too deep
         raise PlanError("serving plan of %s: %s is not JSON (%s). %s" % (
             host, path, error, FIX_DEPLOY % host)) from None
     return check(plan, host, path)

@@ -176,7 +176,7 @@ def check_tuning(settings):
                     "%s (fleet_host_tuning_%s, from vLLM-Ascend's tuning guide)" % (
                         setting["wanted"], "governor" if setting["name"] == "cpu_governor" else "sysctls"),
                     "ansible-playbook playbooks/host_tuning.yml applies it for good")
-            for setting in settings or [] if setting.get("state") == "differs"]
+            for setting in settings or [] if setting.get("state") in ("differs", "refused")]
 
 
 def ascend_preflight_findings(facts, settings):

@@ -144,25 +144,29 @@ def load(report_dir):
 # What the benchmark role records beside each host's results: the host tuning it measured under (host_tuning).
 TUNING_FILE = "host-tuning.json"
 TUNING_FIELDS = ("name", "wanted", "current", "state")
+MAX_TUNING_CHARS = 1 << 20
 
 
 def load_tunings(report_dir):
-    """Each host's recorded tuning: [{'host', 'settings': [{name, wanted, current, state}], 'differs': [...]}]."""
+    """Each host's recorded tuning: [{'host', 'settings': [{name, wanted, current, state}], 'differs': [...],
+    'unreadable': why or ''}]. A record it cannot read is shown as such: it is no reason to withhold the results."""
     tunings = []
     for path in sorted((pathlib.Path(report_dir) / "raw").glob("*/" + TUNING_FILE)):
-        where = path.relative_to(report_dir)
+        entry = {"host": path.parent.name, "settings": [], "differs": [], "unreadable": ""}
+        tunings.append(entry)
         try:
-            settings = json.loads(path.read_text(encoding="utf-8")).get("settings")
-        except (OSError, ValueError, AttributeError) as error:
-            raise SystemExit("%s cannot be read as the host tuning the benchmark recorded (%s). Fix: delete it; "
-                             "the report is made without it" % (where, error)) from None
+            settings = json.loads(path.read_text(encoding="utf-8")[:MAX_TUNING_CHARS]).get("settings")
+        except (OSError, ValueError, AttributeError, RecursionError) as error:
+            entry["unreadable"] = "%s cannot be read (%s)" % (path.relative_to(report_dir), str(error)[:200])
+            continue
         if not (isinstance(settings, list) and all(isinstance(setting, dict) and all(
                 isinstance(setting.get(field), str) for field in TUNING_FIELDS) for setting in settings)):
-            raise SystemExit("%s: expected {\"settings\": [{%s}, ...]} as the benchmark records it. Fix: delete it; "
-                             "the report is made without it" % (where, ", ".join(TUNING_FIELDS)))
-        tunings.append({"host": path.parent.name,
-                        "settings": [{field: setting[field] for field in TUNING_FIELDS} for setting in settings],
-                        "differs": [setting["name"] for setting in settings if setting["state"] == "differs"]})
+            entry["unreadable"] = "%s holds no {\"settings\": [{%s}, ...]}" % (
+                path.relative_to(report_dir), ", ".join(TUNING_FIELDS))
+            continue
+        entry["settings"] = [{field: setting[field][:200] for field in TUNING_FIELDS} for setting in settings]
+        entry["differs"] = [setting["name"] for setting in entry["settings"] if setting["state"] != "ok"
+                            and setting["state"] != "unavailable"]
     return tunings
 
 

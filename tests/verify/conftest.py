@@ -95,14 +95,35 @@ class FleetReads:
 
 def stop(run, grace_s=15):
     """Stop an ansible-playbook run as Ctrl-C does, so that it ends its own workers (each in a session of its
-    own, out of reach of a signal to the run's group); kill it if it has not ended after grace_s. Returns what it
-    printed."""
+    own, out of reach of a signal to the run's group); if it has not ended after grace_s (a loaded machine), kill
+    it and every process it started. Returns what it printed."""
     run.send_signal(signal.SIGINT)
     try:
         return run.communicate(timeout=grace_s)[0]
     except subprocess.TimeoutExpired:
-        run.kill()
+        for pid in [run.pid] + descendants(run.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass  # ended meanwhile
         return run.communicate()[0]
+
+
+def descendants(pid):
+    """The processes pid started, and theirs, as /proc shows them now."""
+    children = {}
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, waiting = [], [pid]
+    while waiting:
+        for child in children.get(waiting.pop(), []):
+            found.append(child)
+            waiting.append(child)
+    return found
 
 
 class Deployment:

@@ -349,7 +349,7 @@ def test_each_hosts_tuning_is_shown_beside_its_results(tmp_path):
                 {"name": "vm.swappiness", "wanted": "0", "current": "0", "state": "ok"}]
     (tmp_path / "raw/node-a" / report.TUNING_FILE).write_text(json.dumps({"settings": settings}))
     summary = report.build(tmp_path, 10.0)
-    assert summary["host_tuning"] == [{"host": "node-a", "differs": ["cpu_governor"], "settings": [
+    assert summary["host_tuning"] == [{"host": "node-a", "differs": ["cpu_governor"], "unreadable": "", "settings": [
         {"name": "cpu_governor", "wanted": "performance", "current": "schedutil", "state": "differs"},
         {"name": "vm.swappiness", "wanted": "0", "current": "0", "state": "ok"}]}]
     text = (tmp_path / "report.md").read_text()
@@ -358,10 +358,13 @@ def test_each_hosts_tuning_is_shown_beside_its_results(tmp_path):
     assert "<td>node-a</td><td>vm.swappiness</td><td>0</td><td>0</td>" in (tmp_path / "report.html").read_text()
 
 
-@pytest.mark.parametrize("content", ["{not json", '{"settings": "all fine"}', '{"settings": [{"name": 1}]}', "[]"])
-def test_a_tuning_record_it_cannot_read_is_named(tmp_path, content):
+@pytest.mark.parametrize("content", ["{not json", '{"settings": "all fine"}', '{"settings": [{"name": 1}]}', "[]",
+                                     '{"settings": ' + "[" * 100000 + "]" * 100000 + "}"])
+def test_a_tuning_record_it_cannot_read_is_named_and_the_results_are_still_reported(tmp_path, content):
     write(tmp_path, "node-a", "vllm-ascend", [group("640x480", 32, 1, 2.0, 100)])
     (tmp_path / "raw/node-a" / report.TUNING_FILE).write_text(content)
-    with pytest.raises(SystemExit) as stopped:
-        report.build(tmp_path, 10.0)
-    assert "raw/node-a/host-tuning.json" in str(stopped.value) and "Fix: delete it" in str(stopped.value)
+    summary = report.build(tmp_path, 10.0)
+    (entry,) = summary["host_tuning"]
+    assert entry["settings"] == [] and entry["unreadable"].startswith("raw/node-a/host-tuning.json")
+    assert summary["groups"] == 1
+    assert "| node-a | - | - | - | not recorded: raw/node-a/host-tuning.json" in (tmp_path / "report.md").read_text()

@@ -275,3 +275,38 @@ def test_no_login_without_an_account_and_a_password_alone_is_refused(tmp_path):
     assert [call[0] for call in calls()] == ["image", "pull", "image"]
     result = run_module("docker_image_pull", name=IMAGE, docker=docker, registry_password=SECRET)
     assert result["failed"] and "registry_username" in result["msg"] and SECRET not in json.dumps(result)
+
+
+def test_the_login_keeps_its_credentials_in_its_own_file_not_in_a_helper(tmp_path):
+    docker, calls = fake_docker(tmp_path, password=SECRET)
+    # The fake docker shows the config the login found: it must name the registry, so no helper is looked for.
+    script = tmp_path / "docker"
+    script.write_text(script.read_text().replace(
+        "if args[0] == 'login':", "if args[0] == 'login':\n    print(open(os.path.join(sys.argv[2], "
+        "'config.json')).read(), file=open(%r, 'w'))" % str(tmp_path / "config-seen")))
+    run_module("docker_image_pull", name=IMAGE, pull_from=SWR, docker=docker, delay=0,
+               registry_username="ops", registry_password=SECRET)
+    assert json.loads((tmp_path / "config-seen").read_text()) == {
+        "auths": {"swr.cn-south-1.myhuaweicloud.com": {}}}
+
+
+def test_a_registry_that_cannot_be_reached_for_the_login_is_retried_and_blamed_on_the_network(tmp_path):
+    docker, calls = fake_docker(tmp_path, password=SECRET)
+    script = tmp_path / "docker"
+    script.write_text(script.read_text().replace(
+        "if args[0] == 'login':", "if args[0] == 'login':\n    print('Error response from daemon: Get "
+        "\"https://swr/v2/\": dial tcp: lookup swr: no such host', file=sys.stderr)\n    sys.exit(1)"))
+    result = run_module("docker_image_pull", name=IMAGE, pull_from=SWR, docker=docker, delay=0, retries=3,
+                        registry_username="ops", registry_password=SECRET)
+    assert_refused(result, "could not log in to swr.cn-south-1.myhuaweicloud.com after 3 attempts", "no such host",
+                   "proxy, firewall, DNS")
+    assert len([call for call in calls() if "login" in call]) == 3 and pulls(calls) == []
+
+
+@pytest.mark.parametrize("account", [{"registry_username": "ops", "registry_password": ""},
+                                     {"registry_username": "", "registry_password": SECRET}])
+def test_an_account_given_in_part_is_refused(tmp_path, account):
+    docker, calls = fake_docker(tmp_path)
+    result = run_module("docker_image_pull", name=IMAGE, docker=docker, **account)
+    assert_refused(result, "expected both, or neither", "vllm_image_registry_password")
+    assert calls() == [] and SECRET not in json.dumps(result)

@@ -114,3 +114,43 @@ def test_mixed_governors_are_listed_by_policy(kernel):
 ])
 def test_settings_it_cannot_use_are_refused(kernel, args, expected):
     assert_refused(tune(kernel, **args), expected)
+
+
+def test_a_policy_the_kernel_will_not_read_is_left_out(kernel):
+    # A policy whose CPUs are all offline answers EBUSY; here a folder where its file should be stands for it.
+    (kernel / "cpufreq/policy1/scaling_governor").unlink()
+    (kernel / "cpufreq/policy1/scaling_governor").mkdir()
+    result = tune(kernel, apply=True)
+    assert not result.get("failed") and result["differs"] == [], result
+    assert (kernel / "cpufreq/policy0/scaling_governor").read_text() == "performance\n"
+
+
+def test_a_value_the_kernel_refuses_is_not_kept_and_a_second_run_changes_nothing(kernel):
+    # The kernel answers EINVAL to a value out of its range; the files here take anything, so the write is made
+    # to answer as the kernel does.
+    refuse = ("import errno\nwritten = module.write\n"
+              "def write(path, value):\n"
+              "    if path.endswith('swappiness'):\n"
+              "        raise OSError(errno.EINVAL, 'Invalid argument')\n"
+              "    written(path, value)\n"
+              "module.write = write")
+    where = ("module.POLICIES = %r\nmodule.SYSCTL_ROOT = %r\nmodule.DEBUG_SCHED = %r\n"
+             % (str(kernel / "cpufreq"), str(kernel / "sys"), str(kernel / "debug/sched")))
+    args = dict(sysctls={"vm.swappiness": 0, "kernel.numa_balancing": 0}, apply=True,
+                sysctl_file=str(kernel / "etc/sysctl.d/90-ascend-fleet.conf"),
+                tmpfiles_file=str(kernel / "etc/tmpfiles.d/ascend-fleet.conf"))
+    result = run_module("host_tuning", prepare=where + refuse, **args)
+    again = run_module("host_tuning", prepare=where + refuse, **args)
+    swappiness = by_name(result)["vm.swappiness"]
+    assert swappiness["state"] == "refused" and "Invalid argument" in swappiness["why"], swappiness
+    assert result["differs"] == ["vm.swappiness"], "the governor was set; only the refused value still differs"
+    assert "vm.swappiness" not in (kernel / "etc/sysctl.d/90-ascend-fleet.conf").read_text()
+    assert "kernel.numa_balancing = 0" in (kernel / "etc/sysctl.d/90-ascend-fleet.conf").read_text()
+    assert not again["changed"], again
+
+
+def test_a_boot_file_that_cannot_be_written_is_named(kernel):
+    (kernel / "etc").mkdir()
+    (kernel / "etc/sysctl.d").write_text("a file where the folder goes")
+    assert_refused(tune(kernel, sysctls=GUIDE, apply=True), "could not write %s" % (
+        kernel / "etc/sysctl.d/90-ascend-fleet.conf"), "become")

@@ -32,6 +32,11 @@ def download(hub, folder, source="modelscope", **args):
     return run_module("model_download", **args)
 
 
+def part_name(hub, name):
+    """The part a download of name is kept in until verified (named by the content's sha256)."""
+    return "sha256-%s.part" % hashlib.sha256(hub.files[name]).hexdigest()
+
+
 def same_files(hub, folder):
     return all((folder / name).read_bytes() == data for name, data in hub.files.items())
 
@@ -97,12 +102,12 @@ def test_a_part_left_by_a_stopped_run_is_resumed_and_a_hub_without_ranges_starts
     folder = tmp_path / "model"
     parts = folder / ".fleet-download"
     parts.mkdir(parents=True)
-    (parts / (SHARD + ".part")).write_bytes(hub.files[SHARD][:40])
+    (parts / part_name(hub, SHARD)).write_bytes(hub.files[SHARD][:40])
     result = download(hub, folder)
     assert result["resumed"] == [SHARD] and same_files(hub, folder)
     (folder / SHARD).unlink()
     parts.mkdir()
-    (parts / (SHARD + ".part")).write_bytes(b"x" * 40)  # not what the hub has: the checksum catches it
+    (parts / part_name(hub, SHARD)).write_bytes(b"x" * 40)  # not what the hub has: the checksum catches it
     hub.ignore_range = True
     result = download(hub, folder)
     assert not result.get("failed") and result["resumed"] == [], result
@@ -149,6 +154,15 @@ def test_a_listing_naming_a_file_outside_the_folder_is_refused(hub, tmp_path, na
     assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "model").exists()
 
 
+def test_a_listing_nested_too_deep_is_no_listing(hub, tmp_path):
+    hub.listing = "nested"
+    original = hub.send_json
+    hub.send_json = lambda request, status, body, headers=None: original(request, status, body, headers) if (
+        body != "nested") else request.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n"
+                                                  + b"[" * 100000 + b"]" * 100000)
+    assert_refused(download(hub, tmp_path / "model"), "with something that is not JSON")
+
+
 def test_a_hub_that_sends_more_than_it_lists_is_cut_off(hub, tmp_path):
     listed = hub.hf_tree()
     for entry in listed:
@@ -157,7 +171,7 @@ def test_a_hub_that_sends_more_than_it_lists_is_cut_off(hub, tmp_path):
     hub.listing = listed
     result = download(hub, tmp_path / "model", source="hf_mirror", retries=1)
     assert_refused(result, "sent more than the %d bytes it lists for %s" % (len(hub.files[SHARD]) - 10, SHARD))
-    part = tmp_path / "model/.fleet-download" / (SHARD + ".part")
+    part = tmp_path / "model/.fleet-download" / part_name(hub, SHARD)
     assert not (tmp_path / "model" / SHARD).exists() and os.path.getsize(part) == len(hub.files[SHARD]) - 10
 
 
@@ -184,3 +198,57 @@ def test_refusals_name_the_setting_and_never_show_the_token(hub, tmp_path):
 ])
 def test_options_it_cannot_use_are_refused(hub, tmp_path, args, expected):
     assert_refused(download(hub, tmp_path / "model", **args), expected)
+
+
+def test_a_listing_whose_pages_never_end_is_refused(hub, tmp_path):
+    hub.listing = [{"type": "directory", "path": "nested", "oid": "0" * 40, "size": 0}]
+    hub.page_size = 0  # every page empty of files, every page pointing to the next: the hub's fault, not a hang
+    result = download(hub, tmp_path / "model", source="hf_mirror")
+    assert_refused(result, "in pages without end")
+
+
+def test_a_folder_where_the_hub_lists_a_file_is_named(hub, tmp_path):
+    folder = tmp_path / "model"
+    (folder / SHARD).mkdir(parents=True)
+    assert_refused(download(hub, folder), "%s is not a file, where the hub lists the file %s" % (folder / SHARD, SHARD))
+    assert_refused(download(hub, folder, _ansible_check_mode=True), "is not a file")
+
+
+def test_a_link_in_the_folder_that_leads_outside_is_not_written_through(hub, tmp_path):
+    folder, elsewhere = tmp_path / "model", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    folder.mkdir()
+    (folder / "nested").symlink_to(elsewhere)
+    assert_refused(download(hub, folder), "leads outside the model folder", "remove the link")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_files_an_earlier_revision_had_are_removed_when_the_revision_drops_them(hub, tmp_path):
+    folder = tmp_path / "model"
+    assert download(hub, folder)["changed"]
+    del hub.files["nested/notes.txt"]
+    hub.commit = "f" * 40  # a new revision, without the file
+    result = download(hub, folder, revision=hub.commit)
+    assert (result["changed"], result["downloaded"], result["removed"]) == (True, [], ["nested/notes.txt"])
+    assert not (folder / "nested/notes.txt").exists() and same_files(hub, folder)
+
+
+def test_git_files_in_subfolders_are_skipped_as_modelscope_skips_them(hub, tmp_path):
+    listed = hub.modelscope_files()
+    listed["Data"]["Files"].append({"Name": ".gitattributes", "Path": "nested/.gitattributes", "Type": "blob",
+                                    "Size": 0, "Sha256": ""})
+    hub.listing = listed
+    result = download(hub, tmp_path / "model")
+    assert not result.get("failed") and "nested/.gitattributes" not in result["downloaded"], result
+
+
+def test_a_long_nested_name_downloads(hub, tmp_path):
+    name = "/".join(["a-folder-with-a-long-name-%02d" % index for index in range(8)]) + "/weights.bin"
+    hub.files[name] = b"\1" * 100
+    result = download(hub, tmp_path / "model")
+    assert not result.get("failed") and (tmp_path / "model" / name).read_bytes() == b"\1" * 100, result
+
+
+@pytest.mark.parametrize("timeout", [-1, float("nan"), float("inf")])
+def test_a_timeout_that_is_no_duration_is_refused(hub, tmp_path, timeout):
+    assert_refused(download(hub, tmp_path / "model", timeout=timeout), "expected more than 0 seconds")

@@ -202,3 +202,10 @@ def test_check_mode_reports_what_a_real_run_would_fail_on_instead_of_failing(tmp
     assert SHARD in json.dumps(result["warnings"])  # shown as a warning in the check run's output
     # Bad input is bad in check mode too.
     assert_refused(run_module("model_files", path="relative", _ansible_check_mode=True), "absolute")
+
+
+def test_an_index_nested_too_deep_is_no_index(tmp_path):
+    folder = tmp_path / "m"
+    hosts.build_model(folder)
+    (folder / INDEX).write_text("[" * 100000 + "]" * 100000)
+    assert "is not valid JSON" in check(tmp_path, path=str(folder), fail_on_incomplete=True)["msg"]

@@ -134,6 +134,7 @@ def test_a_plan_vllm_plan_did_not_write_for_the_host_is_refused(tmp_path, record
 @pytest.mark.parametrize("content,expected", [
     (b"{not json", "is not JSON"),
     (b"\xff\xfe", "is not JSON"),
+    (b"[" * 100000 + b"]" * 100000, "is not JSON"),  # nested deeper than the parser goes: no RecursionError
 ])
 def test_a_plan_file_that_is_no_json_is_refused_naming_the_host(tmp_path, content, expected):
     path = tmp_path / "plan.json"
