@@ -281,8 +281,8 @@ def wait_ready(client, params):
                                    "(its --api-key or VLLM_API_KEY, in the instance's env file); deploy again to "
                                    "start the instance with the fleet's key" % (status, str(models)[:200]))
             # What a server lists is quoted in part: a huge answer is no message.
-            last = "/v1/models answered %s, listing %s, not %s" % (status, str(names or models)[:300],
-                                                                  params["model"])
+            listed = str(names or models)[:300]
+            last = "/v1/models answered %s, listing %s, not %s" % (status, listed, params["model"])
         else:
             last = "/health answered %s" % (status if status is not None else health)
         if time.time() - started > params["timeout"]:

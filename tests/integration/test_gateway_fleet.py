@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+import requests
 
 from ansible_collections.ascend.fleet.plugins.module_utils import png_images
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
@@ -15,6 +16,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import 
     image_data_url,
 )
 from twin_fleet import DEFAULT_CONTAINER as NAME
+from twin_fleet import DEFAULT_PORT as INSTANCE_PORT
 from twin_fleet import PlayFleet
 
 pytestmark = pytest.mark.docker
@@ -84,6 +86,18 @@ def test_the_gateway_serves_every_instance_of_the_plans_with_the_key(fleet):
     assert all(status == "UP" and total > 0 for status, total, _ in served.values()), served
     status, _ = Client(url, None, 30).call("GET", "/v1/models")
     assert status == 401, "the key passes through: without it the instances refuse"
+
+
+def test_paths_the_key_does_not_guard_stop_at_the_gateway(fleet):
+    """vLLM 0.18 (and the stand-in, as it) answers POST /invocations (a chat completion) and /tokenize without the
+    key: the gateway refuses both. The instance's own port still answers them, which is why the README asks for a
+    firewall in front of it."""
+    body = {"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "hello"}]}
+    for path in ("/invocations", "/tokenize"):
+        through_gateway = requests.post(fleet[GATEWAY].url(PORT) + path, json=body, timeout=30)
+        assert through_gateway.status_code == 403, (path, through_gateway.status_code, through_gateway.text[:200])
+        direct = requests.post(fleet[HOST_A].url(INSTANCE_PORT) + path, json=body, timeout=30)
+        assert direct.status_code == 200, (path, direct.status_code, direct.text[:200])
 
 
 def test_an_instance_that_stops_is_routed_around_within_the_health_checks(fleet):

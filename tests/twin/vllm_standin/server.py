@@ -434,7 +434,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
-        if self.path.split("?", 1)[0] != "/v1/chat/completions":
+        path = self.path.split("?", 1)[0]
+        if path == "/tokenize":
+            self.tokenize(raw)
+            return
+        # vLLM 0.18 always serves SageMaker's POST /invocations, which hands a chat body to the chat handler; it
+        # is no /v1 path, so --api-key does not guard it (vllm/entrypoints/openai/server_utils.py).
+        if path not in ("/v1/chat/completions", "/invocations"):
             self.send_json(404, {"detail": "Not Found"})
             return
         try:
@@ -457,6 +463,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         finally:
             with self.state.log_lock:
                 self.state.in_flight -= 1
+
+    def tokenize(self, raw):
+        """vLLM 0.18's /tokenize (a chat body's messages, or a text prompt): the token ids and their count, as its
+        TokenizeResponse has them. No /v1 path: --api-key does not guard it either."""
+        try:
+            prompt = json.loads(raw).get("prompt")
+        except (ValueError, AttributeError):
+            prompt = None
+        try:
+            count = (max(1, int(len(prompt) / 1.5 + 0.5)) if isinstance(prompt, str)
+                     else prompt_stats(parse_body(raw), self.state.max_pixels)[0])
+        except ApiError as error:
+            self.send_error_json(error)
+            return
+        self.send_json(200, {"count": count, "max_model_len": self.state.max_model_len,
+                             "tokens": [151643 + index % 7 for index in range(count)], "token_strs": None})
 
     def validate(self, body):
         """The request as the engine gets it, or the ApiError vLLM 0.18 answers, checked in vLLM's order."""

@@ -239,6 +239,23 @@ def test_the_api_key_guards_v1_only_as_vllm_does(root):  # noqa: F811
         running.shutdown()
 
 
+def test_invocations_and_tokenize_answer_without_the_key_as_vllm_0_18_does(root):  # noqa: F811
+    """The hole real vLLM 0.18 has: SageMaker's /invocations runs a chat completion and /tokenize counts tokens,
+    neither under /v1, so --api-key does not guard them. The gateway lets neither through."""
+    args = serve_args("--api-key", "sekret")
+    running = server.start_server(args, cli.host_path("/data/models/" + MODEL), {})
+    url = "http://127.0.0.1:%d" % args.port
+    try:
+        answer = requests.post(url + "/invocations", json=chat(64, 16), timeout=30)
+        assert answer.status_code == 200 and answer.json()["choices"][0]["message"]["content"], answer.text
+        counted = requests.post(url + "/tokenize", json={"prompt": "what is in the picture?"}, timeout=5).json()
+        assert counted["count"] == len(counted["tokens"]) > 0 and counted["max_model_len"] == args.max_model_len
+        assert requests.post(url + "/tokenize", json=chat(64, 16), timeout=5).json()["count"] > 64
+        assert requests.post(url + "/nothing-here", json=chat(64, 16), timeout=5).status_code == 404
+    finally:
+        running.shutdown()
+
+
 @pytest.mark.parametrize("damage,error", [
     (lambda whole: whole[:-3], "MetadataIncompleteBuffer"),
     (lambda whole: b"twin placeholder weights\n", "HeaderTooLarge"),
