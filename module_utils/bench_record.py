@@ -93,6 +93,7 @@ PROGRESS_SUFFIX = ".progress.json"
 PROGRESS_EVERY_S = 2.0
 # A record is a few kB: a longer line is no record, and is skipped unread.
 MAX_LINE_CHARS = 1 << 20
+UNIX_TIME_MAX = 32503680000  # 3000-01-01T00:00:00Z
 # The progress file changes whenever a request ends, and a request that gets no byte for request_timeout_s
 # ends; a file left unchanged this much longer than that belongs to a run that was killed (or whose host went
 # down).
@@ -329,9 +330,15 @@ def read_progress(text):
         progress = json.loads(text[:MAX_LINE_CHARS + 1])
     except RecursionError:
         raise ValueError("not a benchmark progress file: JSON nested too deep") from None
-    if not isinstance(progress, dict) or not isinstance(progress.get("updated_at"), (int, float)):
+    if not isinstance(progress, dict) or not is_time(progress.get("updated_at")):
         raise ValueError("not a benchmark progress file: %s" % str(text)[:200])
     return progress
+
+
+def is_time(value):
+    """A Unix time a run could have written: a finite number of seconds, not before 1970 nor after 3000 (JSON's
+    Infinity and NaN, or 1e22, would make a run that stopped look alive for ever)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < UNIX_TIME_MAX
 
 
 def run_ended(progress, request_timeout_s, waited_s=0, now=None):

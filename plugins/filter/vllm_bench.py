@@ -26,6 +26,21 @@ def vllm_bench_plan_lines(planned):
     return [progress.plan_line(progress.plan_entry(result)) for result in planned]
 
 
+def vllm_bench_set_aside(results_file, stamp):
+    """Where a fresh run sets an earlier run's results file aside: its name and the time, no longer *.jsonl, so
+    nothing reads it as a current run's results."""
+    return "%s.%s" % (results_file, stamp)
+
+
+def vllm_bench_expired(found, keep):
+    """Of the set-aside files find returned, those beyond the newest `keep` of each results file."""
+    by_results = {}
+    for entry in found:
+        by_results.setdefault(entry["path"].rsplit(".", 1)[0], []).append(entry)
+    return sorted(entry["path"] for entries in by_results.values()
+                  for entry in sorted(entries, key=lambda entry: entry["mtime"], reverse=True)[int(keep):])
+
+
 def vllm_bench_status_file(host, report_folder):
     """Where the follow step keeps a host's statuses in the run's report folder."""
     return str(pathlib.Path(report_folder) / progress.STATUS_FOLDER / (host + ".json"))
@@ -36,4 +51,6 @@ class FilterModule:
         return {"vllm_bench_results_file": vllm_bench_results_file,
                 "vllm_bench_progress_file": vllm_bench_progress_file,
                 "vllm_bench_plan_lines": vllm_bench_plan_lines,
+                "vllm_bench_set_aside": vllm_bench_set_aside,
+                "vllm_bench_expired": vllm_bench_expired,
                 "vllm_bench_status_file": vllm_bench_status_file}

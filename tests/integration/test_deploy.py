@@ -426,6 +426,22 @@ def test_a_resumed_benchmark_runs_no_finished_group_again(fleet, deployed, tmp_p
     assert json.loads((report_dir / "summary.json").read_text())["groups"] == 24
 
 
+def test_a_fresh_benchmark_sets_the_earlier_results_aside(fleet, deployed, tmp_path):
+    """The results the resumed run left stay on the host, set aside, when a fresh run starts (a run cut short
+    would otherwise lose its groups unread)."""
+    results = "/var/lib/vllm-bench/%s.jsonl" % NAME
+    before = fleet[A].read_text(results)
+    tiny = {"vllm_bench_preset": "tiny", "vllm_bench_presets": {"tiny": {
+        "image_sizes": ["640x480"], "max_tokens": [32], "concurrency": [1], "requests_per_group": 2}}}
+    settings = tmp_path / "tiny.json"
+    settings.write_text(json.dumps(dict(tiny, vllm_bench_reports_dir=str(tmp_path / "reports"))))
+    run = fleet.play("--limit", A, "-e", "@%s" % settings, playbook="playbooks/benchmark.yml")
+    assert run.rc == 0, run.stdout
+    (aside,) = fleet[A].exec("sh", "-c", "ls %s.*T*Z" % results).stdout.split()
+    assert fleet[A].read_text(aside) == before
+    assert len(fleet[A].read_text(results).splitlines()) == 1 + 2  # the one group, and its answer checks
+
+
 def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed):
     fleet.write()
     code, output = fleet.verify()

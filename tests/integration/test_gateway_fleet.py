@@ -144,3 +144,17 @@ def test_a_rolling_replacement_fails_no_request(fleet):
     failed = [r.error for r in users.results if r.error]
     assert len(users.results) > 20 and failed == [], failed
     assert all(status == "UP" for status, _, _ in servers(fleet).values()), servers(fleet)
+
+
+def test_an_instance_left_drained_by_a_run_that_died_is_put_back_by_the_next(fleet):
+    """A controller lost between an instance's drain and its restore leaves it in maintenance on the gateway. The
+    next server phase changes no container, and still puts it back."""
+    server = "%s:%s" % (HOST_A, NAME)
+    drain = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
+             "s.sendall(b'set server %s/%s state drain\\n'); print(s.makefile().read())" % (BACKEND, server))
+    fleet[GATEWAY].exec("python3", "-c", drain)
+    assert servers(fleet)[server][0] == "DRAIN"
+    run = fleet.play("--tags", "server", "--limit", HOST_A)
+    assert run.rc == 0, run.stdout
+    assert servers(fleet)[server][0] == "UP"
+    assert run.results("Send requests to the instances again once their health checks pass")[HOST_A]["changed"]

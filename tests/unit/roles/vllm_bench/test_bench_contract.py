@@ -38,3 +38,12 @@ def test_the_roles_filters_name_the_files_bench_record_reads(tmp_path):
     assert run_ended(read_progress(open(results + ".progress.json").read()), 600) is True
     assert run_ended(None, 600, waited_s=22 * 30) is False  # 22 polls of 30 s: 660 s waited
     assert run_ended(None, 600, waited_s=23 * 30) is True
+
+
+def test_a_fresh_run_keeps_the_newest_set_aside_results_of_each_instance():
+    aside = vllm_bench.vllm_bench_set_aside("/var/lib/vllm-bench/vllm-ascend.jsonl", "20261203T120700Z")
+    assert aside == "/var/lib/vllm-bench/vllm-ascend.jsonl.20261203T120700Z"
+    found = [{"path": "/r/a.jsonl.2026120%dT000000Z" % day, "mtime": day} for day in range(1, 8)]
+    found += [{"path": "/r/b.jsonl.20261201T000000Z", "mtime": 1}]
+    assert vllm_bench.vllm_bench_expired(found, 5) == ["/r/a.jsonl.20261201T000000Z", "/r/a.jsonl.20261202T000000Z"]
+    assert vllm_bench.vllm_bench_expired(found, 0) == sorted(entry["path"] for entry in found)
