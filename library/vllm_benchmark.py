@@ -298,9 +298,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import CHECKS, asker, check_answers
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
     ProgressWriter,
+    ResultsBusy,
     answer_check_record,
     append_result,
     group_key,
+    hold_results,
     read_results,
     summarise,
 )
@@ -603,6 +605,9 @@ def run(params, check_mode=False):
     """The module's result: the matrix planned and, unless in check mode, measured. Whoever follows the
     progress file learns at once that the run ended, and why."""
     check_results_file(params["results_file"])
+    # Before anything is written: a run that started earlier on this file still appends to it (a resume started
+    # too soon, a second benchmark at once); in check mode the lock is only tried, so the plan refuses early.
+    held = hold_results(params["results_file"], hold=not check_mode) if params["results_file"] else None
     progress = ProgressWriter(None if check_mode else params["results_file"])
     result = {"base_url": params["base_url"], "model": params["model"], "results_file": params["results_file"],
               "planned_groups": 0, "planned_requests": 0, "estimated_seconds": 0.0, "planned": [],
@@ -617,6 +622,9 @@ def run(params, check_mode=False):
     except BaseException as error:
         progress.finish(len(result["groups"]), result["planned_groups"], error=str(error) or type(error).__name__)
         raise
+    finally:
+        if held is not None:
+            os.close(held)
     progress.finish(len(result["groups"]), result["planned_groups"])
     result["progress_error"] = progress.error
     return result
@@ -630,7 +638,7 @@ def main():
             # As secret as api_key: masked in everything returned, should a server echo it back.
             module.no_log_values.add(key_from_env_file(module.params["api_key_file"]))
         result = run(module.params, check_mode=module.check_mode)
-    except (OptionError, ClientError) as error:
+    except (OptionError, ClientError, ResultsBusy) as error:
         module.fail_json(msg=str(error))
     except Exception as error:  # anything unforeseen still names the endpoint, not a traceback
         module.fail_json(msg=unexpected_failure("the load test of %s" % module.params["base_url"], error))

@@ -28,6 +28,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import collections
+import errno
+import fcntl
 import json
 import math
 import os
@@ -274,6 +276,44 @@ def _make_folder_of(path):
     folder = os.path.dirname(path)
     if folder and not os.path.isdir(folder):
         os.makedirs(folder)
+
+
+class ResultsBusy(Exception):
+    """Another run of the benchmark writes the results file; the message names it."""
+
+
+def hold_results(path, hold=True):
+    """One run at a time writes a results file: an exclusive lock on <results>.lock, which the kernel lets go when
+    the process ends, however it ends (no lock outlives its run). With hold, the open lock file is returned (keep
+    it open for the run) and names this run; without, the lock is only tried and let go, and nothing is written.
+    ResultsBusy when another run holds it."""
+    lock_path = path + ".lock"
+    if not hold and not os.path.exists(lock_path):
+        return None  # a run that held it would have made it: only trying writes nothing (check mode)
+    _make_folder_of(lock_path)
+    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        holder = os.read(descriptor, 4096).decode("utf-8", "replace")
+        os.close(descriptor)
+        if error.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        try:
+            run = json.loads(holder)
+            started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(run["started_at"]))
+            who = "pid %s, started %s" % (run["pid"], started)
+        except (ValueError, KeyError, TypeError, OverflowError):
+            who, run = "its process unnamed", {"pid": "<pid>"}
+        raise ResultsBusy("results_file %s is being written by another run of the benchmark (%s). Fix: wait for "
+                          "that run to end (the ascend-vllm-fleet command's live view shows it), or stop it (kill %s "
+                          "on this host), then run again" % (path, who, run.get("pid"))) from None
+    if not hold:
+        os.close(descriptor)
+        return None
+    os.ftruncate(descriptor, 0)
+    os.write(descriptor, json.dumps({"pid": os.getpid(), "started_at": time.time()}).encode())
+    return descriptor
 
 
 def append_result(path, record):

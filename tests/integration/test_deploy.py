@@ -7,8 +7,10 @@ by the server phase on the changed host alone (DeployedFleet.restore).
 import json
 import os
 import re
+import shlex
 import shutil
 import stat
+import time
 import uuid
 
 import pytest
@@ -437,9 +439,33 @@ def test_a_fresh_benchmark_sets_the_earlier_results_aside(fleet, deployed, tmp_p
     settings.write_text(json.dumps(dict(tiny, vllm_bench_reports_dir=str(tmp_path / "reports"))))
     run = fleet.play("--limit", A, "-e", "@%s" % settings, playbook="playbooks/benchmark.yml")
     assert run.rc == 0, run.stdout
-    (aside,) = fleet[A].exec("sh", "-c", "ls %s.*T*Z" % results).stdout.split()
-    assert fleet[A].read_text(aside) == before
+    newest = fleet[A].exec("sh", "-c", "ls -t %s.*T*Z" % results).stdout.split()[0]  # earlier runs' too
+    assert fleet[A].read_text(newest) == before
     assert len(fleet[A].read_text(results).splitlines()) == 1 + 2  # the one group, and its answer checks
+
+
+def test_a_resume_while_an_earlier_run_still_writes_is_refused_and_touches_nothing(fleet, deployed, tmp_path):
+    """An earlier benchmark job still appending on the host (here a process holding the results file's lock as a
+    run does): a resume would interleave its lines; it is refused at the plan, before any file changes."""
+    results = "/var/lib/vllm-bench/%s.jsonl" % NAME
+    before = fleet[A].read_text(results)
+    hold = ("import fcntl, json, os, time; fd = os.open(%r, os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
+            "os.ftruncate(fd, 0); os.write(fd, json.dumps({'pid': os.getpid(), 'started_at': time.time()}).encode()); "
+            "time.sleep(120)" % (results + ".lock"))
+    fleet[A].exec("sh", "-c", "python3 -c %s >/dev/null 2>&1 & echo $! > /tmp/earlier-run.pid" % shlex.quote(hold))
+    try:
+        for _ in range(50):
+            if fleet[A].exec("cat", results + ".lock", check=False).stdout.startswith("{"):
+                break
+            time.sleep(0.1)
+        run = fleet.play("--limit", A, "-e", "vllm_bench_resume=true", "-e", "vllm_bench_reports_dir=%s" % tmp_path,
+                         playbook="playbooks/benchmark.yml")
+    finally:
+        fleet[A].exec("sh", "-c", "kill $(cat /tmp/earlier-run.pid)", check=False)
+    assert run.rc != 0
+    text = failure_text(run, A)
+    assert "is being written by another run of the benchmark (pid" in text and "kill" in text, text
+    assert fleet[A].read_text(results) == before
 
 
 def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed):

@@ -14,6 +14,7 @@ from module_runs import SECRET, assert_refused, run_module
 from PIL import Image
 
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
+    hold_results,
     progress_file,
     read_progress,
     read_results,
@@ -349,3 +350,27 @@ def test_a_key_read_from_its_env_file_is_masked_when_the_server_echoes_it(tmp_pa
     (before, after) = result["answer_checks"]
     assert "HTTP 500" in before["failure"] and "HTTP 500" in after["failure"]
     assert SECRET not in json.dumps(result)
+
+
+def test_a_run_on_a_results_file_another_run_writes_is_refused_before_it_writes(server, tmp_path):  # noqa: F811
+    """A resume started while the earlier job still appends, or a second benchmark at once, would interleave
+    their lines: the second is refused, naming the first; the lock goes with the process that held it."""
+    import fcntl
+    import os
+
+    results = str(tmp_path / "results" / "vllm-ascend.jsonl")
+    earlier = hold_results(results)
+    try:
+        for check_mode in (True, False):
+            result = run_module("vllm_benchmark", base_url=server, results_file=results, resume=True,
+                                image_sizes=["32x24"], max_tokens=[3], concurrency=[1], requests_per_group=1,
+                                warmup_requests=0, answer_check="none", _ansible_check_mode=check_mode)
+            assert_refused(result, "results_file %s is being written by another run of the benchmark (pid %d"
+                           % (results, os.getpid()), "kill %d" % os.getpid())
+        assert not os.path.exists(results) and not os.path.exists(progress_file(results)), "nothing written"
+    finally:
+        os.close(earlier)
+    done = load_test.run(params(base_url=server, results_file=results))
+    assert len(done["groups"]) == 2
+    with open(results + ".lock") as lock:  # free again once the run ended
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
