@@ -15,8 +15,8 @@ description:
     statuses in O(status_file) for the C(ascend-vllm-fleet) command's live view, and collects an instance's async
     job once its run has ended.
   - One task for every instance of the host and no retries, so a healthy wait of hours prints no retry lines.
-  - Fails when a job failed or a run stalled (no request finished for O(request_timeout_s) and a margin), naming
-    the instance and why.
+  - Fails when a job failed or a run stalled (its progress file unchanged for O(request_timeout_s) and a margin,
+    as when its process was killed or its host went down), naming the instance and why.
 version_added: 0.1.0
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
@@ -46,7 +46,8 @@ options:
     type: bool
     default: false
   request_timeout_s:
-    description: The benchmark's request timeout; a run with no request finished for longer is called stalled.
+    description: The benchmark's request timeout; a run whose progress file is unchanged for longer
+      (and a margin) is called stalled.
     type: float
     required: true
   poll_interval:

@@ -297,6 +297,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import CHECKS, asker, check_answers
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
+    PROGRESS_EVERY_S,
     ProgressWriter,
     ResultsBusy,
     answer_check_record,
@@ -501,8 +502,12 @@ class LoadTest:
         body = self.chat(min(group["max_tokens"], WARMUP_MAX_TOKENS)).body(self.images.next_url(group["image_size"]))
         self.client.stream_chat(body, StreamResult())
 
-    def run_group(self, group, bodies, request_done):
-        """Closed loop: `concurrency` workers, each sending the next body when its last request ended."""
+    def run_group(self, group, bodies, request_done, alive=lambda: None):
+        """Closed loop: `concurrency` workers, each sending the next body when its last request ended. While they
+        run, alive() is called every PROGRESS_EVERY_S: answers of hundreds of tokens at high concurrency take
+        minutes on 310P, and whoever follows the progress file must not take streams still delivering for a
+        stalled run (a request that gets no byte for request_timeout_s ends, so a live process is a run that
+        moves)."""
         results = [None] * len(bodies)
         lock = threading.Lock()
         next_index = [0]
@@ -529,7 +534,9 @@ class LoadTest:
             for thread in workers:
                 thread.start()
             for thread in workers:
-                thread.join()
+                while thread.is_alive():
+                    thread.join(PROGRESS_EVERY_S)
+                    alive()
         finally:
             sys.setswitchinterval(switch_interval)
         return results
@@ -592,7 +599,8 @@ def measure(params, client, groups, result, progress):
         state = {"group": group, "group_number": number, "groups_total": len(groups), "requests_done": 0,
                  "requests_total": len(bodies), "groups_done": len(result["groups"])}
         progress.update(state, force=True)
-        results = load_test.run_group(group, bodies, functools.partial(count_request, progress, state))
+        results = load_test.run_group(group, bodies, functools.partial(count_request, progress, state),
+                                      functools.partial(progress.update, state))
         record = summarise(group, results, params["error_threshold"])
         if params["results_file"]:
             append_result(params["results_file"], record)

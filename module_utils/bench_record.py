@@ -16,7 +16,8 @@ replaces an earlier one. A line cut by a crash mid-write is skipped (and counted
 starts on a line of its own.
 
 The progress file (``<results file>.progress.json``) is replaced whole while the run goes, at most every
-PROGRESS_EVERY_S seconds, and at once before each warm-up request, when a group starts and when the run
+PROGRESS_EVERY_S seconds while a group's requests run (also while none ends: long streams), and at
+once before each warm-up request, when a group starts and when the run
 ends, and before each question of an answer check. Its fields: group (the group running, GROUP_FIELDS),
 group_number, groups_total, groups_done, requests_done, requests_total (of the running group), answer_check
 (before or after: the answer check asking now, when no group runs), finished (true once the run ended,
@@ -33,6 +34,7 @@ import fcntl
 import json
 import math
 import os
+import threading
 import time
 
 # A group's identity: the results file keeps one record per value of these.
@@ -96,9 +98,9 @@ PROGRESS_EVERY_S = 2.0
 # A record is a few kB: a longer line is no record, and is skipped unread.
 MAX_LINE_CHARS = 1 << 20
 UNIX_TIME_MAX = 32503680000  # 3000-01-01T00:00:00Z
-# The progress file changes whenever a request ends, and a request that gets no byte for request_timeout_s
-# ends; a file left unchanged this much longer than that belongs to a run that was killed (or whose host went
-# down).
+# The progress file changes every PROGRESS_EVERY_S while a group runs, and before each question or warm-up
+# request, none of which waits longer than request_timeout_s for a byte; a file left unchanged this much longer
+# than that belongs to a run that was killed (or whose host went down).
 STALL_MARGIN_S = 60
 
 
@@ -336,6 +338,7 @@ class ProgressWriter:
 
     def __init__(self, results_path):
         self.path = progress_file(results_path) if results_path else None
+        self.lock = threading.Lock()  # the load test's workers and its heartbeat write it
         self.written = None
         self.error = None  # why the last write failed, None once one succeeds
 
@@ -343,19 +346,20 @@ class ProgressWriter:
         """Write state (the fields in this file's docstring but updated_at), at most every PROGRESS_EVERY_S
         unless forced. A write that fails (a full disk) is tried again at the next update, and never stops the
         run: the progress only tells how far it is, the results file keeps what it measured."""
-        now = time.monotonic()
-        if not self.path or (not force and self.written is not None and now - self.written < PROGRESS_EVERY_S):
-            return
-        self.written = now
-        temporary = self.path + ".tmp"
-        try:
-            _make_folder_of(self.path)
-            with open(temporary, "w") as handle:
-                json.dump(dict(state, updated_at=time.time()), handle, sort_keys=True)
-            os.replace(temporary, self.path)
-            self.error = None
-        except OSError as error:
-            self.error = "%s: %s" % (self.path, error.strerror or error)
+        with self.lock:
+            now = time.monotonic()
+            if not self.path or (not force and self.written is not None and now - self.written < PROGRESS_EVERY_S):
+                return
+            self.written = now
+            temporary = self.path + ".tmp"
+            try:
+                _make_folder_of(self.path)
+                with open(temporary, "w") as handle:
+                    json.dump(dict(state, updated_at=time.time()), handle, sort_keys=True)
+                os.replace(temporary, self.path)
+                self.error = None
+            except OSError as error:
+                self.error = "%s: %s" % (self.path, error.strerror or error)
 
     def finish(self, groups_done, groups_total, error=None):
         state = {"finished": True, "groups_done": groups_done, "groups_total": groups_total}

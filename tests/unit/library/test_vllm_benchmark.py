@@ -7,12 +7,14 @@ import io
 import json
 import math
 import threading
+import time
 
 import pytest
 from fake_vllm import MODEL, Handler, Scripted, scripted, server, serving  # noqa: F401  (the fixtures)
 from module_runs import SECRET, assert_refused, run_module
 from PIL import Image
 
+from ansible_collections.ascend.fleet.plugins.module_utils import bench_record
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
     hold_results,
     progress_file,
@@ -374,3 +376,50 @@ def test_a_run_on_a_results_file_another_run_writes_is_refused_before_it_writes(
     assert len(done["groups"]) == 2
     with open(results + ".lock") as lock:  # free again once the run ended
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+class Trickling(Handler):
+    """Handler whose streamed answer takes 2 s, a word every 0.25 s: a long answer still being delivered."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for _word in range(8):
+            self.wfile.write(b'data: {"id": "c", "choices": [{"delta": {"content": "a"}}]}\n\n')
+            self.wfile.flush()
+            time.sleep(0.25)
+        self.wfile.write(b'data: {"id": "c", "choices": [], "usage": {"prompt_tokens": 318, "completion_tokens": 8, '
+                         b'"total_tokens": 326}}\n\ndata: [DONE]\n\n')
+
+
+def test_the_progress_file_stays_fresh_while_streams_deliver_and_none_ends(tmp_path, monkeypatch):
+    """Answers of hundreds of tokens at high concurrency take minutes on 310P: while a group's streams still
+    deliver, with no request ended, the progress file is written again every PROGRESS_EVERY_S, so whoever follows
+    it never takes the run for stalled."""
+    monkeypatch.setattr(load_test, "PROGRESS_EVERY_S", 0.1)
+    monkeypatch.setattr(bench_record, "PROGRESS_EVERY_S", 0.1)
+    results = str(tmp_path / "vllm-ascend.jsonl")
+    seen, done = set(), threading.Event()
+
+    def watch():
+        while not done.is_set():
+            try:
+                progress = read_progress(open(progress_file(results)).read())
+            except (OSError, ValueError):
+                continue
+            if progress.get("group_number") == 1 and progress.get("requests_done") == 0:
+                seen.add(progress["updated_at"])
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with serving(Trickling) as url:
+            result = load_test.run(params(base_url=url, results_file=results, concurrency=[1], requests_per_group=1,
+                                          warmup_requests=0))
+    finally:
+        done.set()
+        watcher.join()
+    assert [g["completed"] for g in result["groups"]] == [1]
+    assert len(seen) >= 3, "written %d times while the first answer streamed" % len(seen)
