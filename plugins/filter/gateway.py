@@ -27,6 +27,12 @@ def gateway_server_name(host, instance_name):
     return "%s:%s" % (host, instance_name)
 
 
+def inventory_addresses(hosts, hostvars):
+    """Inventory name -> the address other machines reach the host at: its ansible_host, else the inventory name.
+    The gateway connects to the serving hosts there, and the serving hosts let the gateways in from there."""
+    return {host: hostvars[host].get("ansible_host") or host for host in hosts}
+
+
 def gateway_read_plans(read):
     """The serving plans from the results of vllm_plan_info, one per serving host (item: the host's inventory name).
 
@@ -46,7 +52,7 @@ def gateway_backends(plans, addresses):
     """Every instance of every plan as an HAProxy server: name, host, instance, address and port.
 
     plans: gateway_read_plans' plans. addresses: inventory name -> the address the gateway reaches the host at
-    (its ansible_host; empty or missing: the inventory name). The servers share one backend, so every plan must
+    (inventory_addresses; empty or missing: the inventory name). The servers share one backend, so every plan must
     serve the same model, and no two instances may share an address and port.
     """
     servers, served_names = [], {}
@@ -77,4 +83,4 @@ def gateway_backends(plans, addresses):
 class FilterModule:
     def filters(self):
         return {"gateway_server_name": gateway_server_name, "gateway_read_plans": gateway_read_plans,
-                "gateway_backends": gateway_backends}
+                "gateway_backends": gateway_backends, "inventory_addresses": inventory_addresses}

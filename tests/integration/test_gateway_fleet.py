@@ -2,6 +2,7 @@
 around an instance that stops within its health checks, and a rolling replacement fails no user request."""
 import csv
 import io
+import json
 import threading
 import time
 
@@ -88,16 +89,57 @@ def test_the_gateway_serves_every_instance_of_the_plans_with_the_key(fleet):
     assert status == 401, "the key passes through: without it the instances refuse"
 
 
-def test_paths_the_key_does_not_guard_stop_at_the_gateway(fleet):
+# An HTTP POST from a twin host, with the status it got, or the error that stopped it.
+POST_FROM_HOST = """
+import json, sys, urllib.error, urllib.request
+request = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), headers={"Content-Type": "application/json"})
+try:
+    print(urllib.request.urlopen(request, timeout=30).status)
+except urllib.error.HTTPError as error:
+    print(error.code)
+except OSError as error:
+    print(type(error).__name__, error)
+"""
+
+
+def post_from(host, url, body):
+    return host.exec("python3", "-c", POST_FROM_HOST, url, json.dumps(body)).stdout.strip()
+
+
+def test_paths_the_key_does_not_guard_reach_no_instance_from_outside(fleet):
     """vLLM 0.18 (and the stand-in, as it) answers POST /invocations (a chat completion) and /tokenize without the
-    key: the gateway refuses both. The instance's own port still answers them, which is why the README asks for a
-    firewall in front of it."""
+    key. The gateway refuses both; the instances' ports let only the gateway through (and the host itself, whose
+    readiness checks and benchmark need them): any other machine is reset, here the controller."""
     body = {"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "hello"}]}
     for path in ("/invocations", "/tokenize"):
         through_gateway = requests.post(fleet[GATEWAY].url(PORT) + path, json=body, timeout=30)
         assert through_gateway.status_code == 403, (path, through_gateway.status_code, through_gateway.text[:200])
-        direct = requests.post(fleet[HOST_A].url(INSTANCE_PORT) + path, json=body, timeout=30)
-        assert direct.status_code == 200, (path, direct.status_code, direct.text[:200])
+        with pytest.raises(requests.ConnectionError):
+            requests.post(fleet[HOST_A].url(INSTANCE_PORT) + path, json=body, timeout=30)
+        # The hole the rules close: on the host itself the path answers without the key.
+        assert post_from(fleet[HOST_A], "http://127.0.0.1:%d%s" % (INSTANCE_PORT, path), body) == "200", path
+    # The gateway host reaches the instance (its health checks and requests): the key still guards /v1.
+    assert post_from(fleet[GATEWAY], fleet[HOST_A].url(INSTANCE_PORT) + "/v1/chat/completions", body) == "401"
+    rules = fleet[HOST_A].exec("iptables", "-S", "ASCEND-FLEET").stdout
+    assert "-s %s/32" % fleet[GATEWAY].address in rules and "--ctorigdstport %d" % INSTANCE_PORT in rules, rules
+
+
+def test_without_the_firewall_the_rules_an_earlier_run_made_are_removed_and_a_second_run_changes_nothing(fleet):
+    try:
+        run = fleet.play("--tags", "server", "--limit", HOST_B, "-e", "vllm_server_firewall=false")
+        assert run.rc == 0, run.stdout
+        assert run.results("Let only the allowed sources reach the instances' ports")[HOST_B]["changed"]
+        assert "ASCEND-FLEET" not in fleet[HOST_B].exec("iptables", "-S", "DOCKER-USER").stdout
+        reply = requests.post(fleet[HOST_B].url(INSTANCE_PORT) + "/tokenize", json={"model": MODEL, "prompt": "a"},
+                              timeout=30)
+        assert reply.status_code == 200, "open to every address again, as asked"
+    finally:
+        run = fleet.play("--tags", "server", "--limit", HOST_B)
+    assert run.rc == 0, run.stdout
+    again = fleet.play("--tags", "server", "--limit", HOST_B)
+    assert again.rc == 0 and again.changed() == 0, again.stdout
+    with pytest.raises(requests.ConnectionError):
+        requests.post(fleet[HOST_B].url(INSTANCE_PORT) + "/tokenize", json={"model": MODEL, "prompt": "a"}, timeout=30)
 
 
 def test_an_instance_that_stops_is_routed_around_within_the_health_checks(fleet):

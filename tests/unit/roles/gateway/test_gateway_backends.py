@@ -82,3 +82,9 @@ def test_two_instances_at_one_address_and_port_are_refused():
         gateway.gateway_backends(plans, {"npu-node-01": "192.0.2.11", "npu-node-02": "192.0.2.11"})
     assert str(refused.value).startswith("npu-node-01:vllm-ascend and npu-node-02:vllm-ascend are both at "
                                          "192.0.2.11:8000")
+
+
+def test_a_host_is_reached_at_its_ansible_host_else_at_its_inventory_name():
+    hostvars = {"gw-1": {"ansible_host": "10.0.8.20"}, "gw-2": {}, "gw-3": {"ansible_host": ""}}
+    assert gateway.inventory_addresses(["gw-1", "gw-2", "gw-3"], hostvars) == {
+        "gw-1": "10.0.8.20", "gw-2": "gw-2", "gw-3": "gw-3"}
