@@ -163,8 +163,10 @@ class Iptables:
     def must(self, *args, stdin=None, command=None):
         code, out, err = self.run(*args, stdin=stdin, command=command)
         if code != 0:
-            raise OptionError("%s %s failed: %s" % (os.path.basename(command or self.command), " ".join(args),
-                                                   err[:500] or "exit code %s" % code))
+            called = "%s %s" % (os.path.basename(command or self.command), " ".join(args))
+            raise OptionError("%s failed: %s. Fix: run it on the host to see why (a kernel without the conntrack "
+                              "match, another firewall holding the table), then run again"
+                              % (called, err[:500] or "exit code %s" % code))
         return out
 
     def chain_rules(self, chain):
@@ -336,10 +338,12 @@ def check_options(params):
                           "most 28 characters, not %s. Fix: keep the default, ASCEND-FLEET" % (chain, DOCKER_CHAIN))
     if params["state"] == "present":
         if not params["ports"]:
-            raise OptionError("ports: empty; expected the ports the instances are published on (the serving plan's)")
+            raise OptionError("ports: empty; expected the ports the instances are published on. Fix: give the serving "
+                              "plan's ports, or state absent to remove the rules")
         bad = [port for port in params["ports"] if not 1 <= port <= 65535]
         if bad:
-            raise OptionError("ports: %s out of 1-65535" % ", ".join(map(str, bad)))
+            raise OptionError("ports: %s out of 1-65535. Fix: give the ports the instances are published on"
+                              % ", ".join(map(str, bad)))
         if not params["sources"]:
             raise OptionError("sources: empty; expected the addresses that may reach the instances (the gateways'). "
                               "Fix: list them in vllm_server_allowed_sources, or set vllm_server_firewall false to "
