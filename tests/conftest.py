@@ -156,12 +156,29 @@ class PlaybookRun:
 def run_playbook(tmp_dir, inventory, playbook="site.yml", *args, config=REPO / "ansible.cfg"):
     """Run a playbook of this repository with ansible-runner, as the CLI does; tmp_dir keeps its artifacts.
     config: the ansible.cfg, whose folder the run starts in (another than the repository's: a user's project)."""
+    return start_playbook(tmp_dir, inventory, playbook, *args, config=config).wait()
+
+
+class StartedRun:
+    """A playbook run going on in the background (ansible-runner's own thread)."""
+
+    def __init__(self, thread, runner):
+        self.thread, self.runner = thread, runner
+
+    def wait(self, timeout=1800):
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the playbook run did not end within %d s" % timeout
+        return PlaybookRun(self.runner)
+
+
+def start_playbook(tmp_dir, inventory, playbook="site.yml", *args, config=REPO / "ansible.cfg"):
+    """run_playbook, started: returns at once with the StartedRun."""
     pathlib.Path(tmp_dir).mkdir(parents=True, exist_ok=True)
-    runner = ansible_runner.run(
+    thread, runner = ansible_runner.run_async(
         private_data_dir=str(tmp_dir), project_dir=str(pathlib.Path(config).parent), playbook=str(REPO / playbook),
         inventory=str(inventory), cmdline=" ".join(args), quiet=True,
         envvars={"ANSIBLE_CONFIG": str(config)}, settings={"suppress_env_files": True})
-    return PlaybookRun(runner)
+    return StartedRun(thread, runner)
 
 
 @pytest.fixture(scope="session")

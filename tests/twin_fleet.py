@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import REPO, run_playbook, running_test_is_marked_docker
+from conftest import REPO, running_test_is_marked_docker, start_playbook
 from twin.lifecycle import Twin
 
 DEFAULT_CONTAINER = "vllm-ascend"
@@ -70,11 +70,16 @@ class PlayFleet:
 
     def play(self, *args, playbook="site.yml", preflight=False, hosts=None, **overrides):
         """Run a playbook; site.yml runs without its preflight phase (tested on its own) unless asked."""
+        return self.start(*args, playbook=playbook, preflight=preflight, hosts=hosts, **overrides).wait()
+
+    def start(self, *args, playbook="site.yml", preflight=False, hosts=None, **overrides):
+        """play, started: returns at once with the StartedRun (its wait() gives the run). The inventory is written
+        and read at the start: another run may write its own meanwhile."""
         self.write(hosts, **overrides)
         self.runs += 1
         if playbook == "site.yml" and not preflight:
             args += ("--skip-tags", "preflight")
-        return run_playbook(self.base / "runs" / str(self.runs), self.inventory, playbook, *args)
+        return start_playbook(self.base / "runs" / str(self.runs), self.inventory, playbook, *args)
 
     def api_key(self):
         """The key the fleet role generated for this inventory on the first run (fleet_api_key_file)."""
