@@ -258,7 +258,12 @@ class Firewall:
     def __init__(self, params, check_mode):
         self.params, self.check_mode = params, check_mode
         self.chain = params["chain"]
-        self.iptables = Iptables(params["iptables"], params["timeout"])
+        try:
+            self.iptables = Iptables(params["iptables"], params["timeout"])
+        except OptionError:
+            if params["state"] == "present":
+                raise
+            self.iptables = None  # a host without iptables holds no rules to remove
         self.systemd = os.path.isdir(SYSTEMD_RUNNING)
         self.link = os.path.join(os.path.dirname(params["unit_file"]), UNIT_WANTED_BY + ".wants",
                                  os.path.basename(params["unit_file"]))
@@ -294,11 +299,11 @@ class Firewall:
                 self.change(self.install_unit, unit)
 
     def absent(self):
-        while self.iptables.run("-C", DOCKER_CHAIN, "-j", self.chain)[0] == 0:
+        while self.iptables and self.iptables.run("-C", DOCKER_CHAIN, "-j", self.chain)[0] == 0:
             self.change(self.iptables.must, "-D", DOCKER_CHAIN, "-j", self.chain)
             if self.check_mode:
                 break
-        if self.iptables.chain_rules(self.chain) is not None:
+        if self.iptables and self.iptables.chain_rules(self.chain) is not None:
             self.change(self.iptables.must, "-F", self.chain)
             self.change(self.iptables.must, "-X", self.chain)
         for path in (self.link, self.params["unit_file"], self.params["rules_file"]):

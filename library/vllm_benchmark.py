@@ -548,6 +548,18 @@ def count_request(progress, state):
     progress.update(state)
 
 
+def keep(path, record, what, result):
+    """Append a record to the results file; a write that fails (a full disk) ends the run, naming what was kept."""
+    try:
+        append_result(path, record)
+    except OSError as error:
+        raise BenchmarkError(
+            "results_file %s: the record of %s could not be written (%s); the %d groups recorded before it stay. "
+            "Fix: free space on the host (df %s), then rerun with -e vllm_bench_resume=true, which measures only "
+            "the groups not recorded" % (path, what, error.strerror or error, len(result["groups"]),
+                                         os.path.dirname(path) or ".")) from None
+
+
 def check_answers_now(params, client, model, when, result, progress):
     """Ask the answer check's questions (before or after the matrix), keep the verdict in the results and the
     results file."""
@@ -563,7 +575,7 @@ def check_answers_now(params, client, model, when, result, progress):
 
     record = answer_check_record(when, check_answers(ask, params["answer_check"]))
     if params["results_file"]:
-        append_result(params["results_file"], record)
+        keep(params["results_file"], record, "the answer check %s the groups" % when, result)
     result["answer_checks"].append(record)
 
 
@@ -603,7 +615,7 @@ def measure(params, client, groups, result, progress):
                                       functools.partial(progress.update, state))
         record = summarise(group, results, params["error_threshold"])
         if params["results_file"]:
-            append_result(params["results_file"], record)
+            keep(params["results_file"], record, "group %d of %d" % (number, len(groups)), result)
         result["groups"].append(dict(record, resumed=False))
     if pending:
         check_answers_now(params, client, model, "after", result, progress)

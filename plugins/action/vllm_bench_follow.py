@@ -40,6 +40,7 @@ class Instance:
         self.estimate_s = plan.get("estimated_seconds")
         self.shares = progress.group_shares(plan.get("planned") or [])
         self.records = []
+        self.progress_content = None  # the progress file's bytes at the last poll
         self.groups_done = None
         self.status = None
         self.result = None
@@ -110,9 +111,12 @@ class ActionModule(ActionBase):
             instance.records = self.read_records(instance.results_path)
             instance.groups_done = groups_done
         job = None
-        if current is None or ended:
-            # Without a progress file the job may have failed before it could write one: it says so at once.
+        if current is None or ended or content == instance.progress_content:
+            # Without a progress file the job may have failed before it could write one; a progress file that did
+            # not change since the last poll (a running group rewrites it every few seconds) may belong to a job
+            # that ended without writing it (a full disk): the job says so at once.
             job = self.job_status(instance)
+        instance.progress_content = content
         if not ended and job is not None and job.get("finished"):
             ended = True
         stalled = ended and not (current or {}).get("finished") and not (job or {}).get("finished")

@@ -40,6 +40,14 @@ def serves(fleet, name, port=PORT, api_key=None):
     return reply.status_code == 200 and [m["id"] for m in reply.json()["data"]] == [MODEL]
 
 
+def serves_now(fleet, name):
+    """serves, False while the host or its instance does not answer at all (a reboot, a load)."""
+    try:
+        return serves(fleet, name)
+    except (requests.RequestException, OSError):
+        return False
+
+
 def container_ids(fleet):
     return {name: fleet[name].inspect(NAME)["Id"] for name in fleet.hosts}
 
@@ -502,6 +510,92 @@ def test_a_fresh_benchmark_sets_the_earlier_results_aside(fleet, deployed, tmp_p
     assert len(fleet[A].read_text(results).splitlines()) == 1 + 2  # the one group, and its answer checks
 
 
+# Twelve short groups on one instance, followed every 2 s: a second or two a group on the twin, time enough to act
+# after the first group's record and more than a page of records after it (a record is under 1 kB).
+TWELVE_GROUPS = {"vllm_bench_preset": "twelve", "vllm_bench_poll_interval": 2, "vllm_bench_presets": {"twelve": {
+    "image_sizes": ["640x480"], "max_tokens": [16, 32], "concurrency": [1, 2, 3, 4, 5, 6], "requests_per_group": 6}}}
+EVERY_GROUP = sorted((tokens, users) for tokens in (16, 32) for users in range(1, 7))
+
+
+def group_lines(text):
+    """The whole group records of a results file's text (answer checks and a line cut mid-write left out)."""
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if "concurrency" in record and "answer_check" not in record:
+            records.append(record)
+    return records
+
+
+def benchmark_settings(tmp_path, results_dir, **more):
+    settings = tmp_path / ("bench-%d.json" % len(list(tmp_path.glob("bench-*.json"))))
+    settings.write_text(json.dumps(dict(TWELVE_GROUPS, vllm_bench_results_dir=results_dir,
+                                        vllm_bench_reports_dir=str(tmp_path / "reports"), **more)))
+    return "@%s" % settings
+
+
+def test_a_full_disk_during_a_results_write_loses_no_recorded_group_and_a_resume_finishes(fleet, deployed, tmp_path):
+    """The results folder fills up after the first group is recorded: the run fails at the next record's write,
+    at once (not after the stall limit), naming the file, the cause and the fix. Nothing lost means the lines
+    recorded before stay as they were, and the resume measures only the groups missing, each once."""
+    host, folder = fleet[A], "/var/lib/vllm-bench-small"
+    results = "%s/%s.jsonl" % (folder, NAME)
+    # A full tmpfs still takes what fits in the results file's last page: twelve groups write more than that.
+    host.exec("sh", "-c", "mkdir -p %s && mount -t tmpfs -o size=1m bench-disk %s" % (folder, folder))
+    try:
+        started = fleet.start("--limit", A, "-e", benchmark_settings(tmp_path, folder),
+                              playbook="playbooks/benchmark.yml")
+        wait_until(lambda: host.exists(results) and group_lines(host.read_text(results)), "the first group's record")
+        host.exec("sh", "-c", "dd if=/dev/zero of=%s/fill bs=4k 2>/dev/null; true" % folder)
+        run = started.wait()
+        assert run.rc != 0 and run.failed_hosts() == [A], run.stdout
+        text = failure_text(run, A)
+        assert "could not be written (No space left on device)" in text and "vllm_bench_resume=true" in text, text
+        recorded = host.read_text(results)
+        done_before = group_lines(recorded)
+        assert done_before and len(done_before) < 12
+        host.exec("rm", "%s/fill" % folder)
+        resumed = fleet.play("--limit", A, "-e", benchmark_settings(tmp_path, folder, vllm_bench_resume=True),
+                             playbook="playbooks/benchmark.yml")
+        assert resumed.rc == 0, resumed.stdout
+        final = host.read_text(results)
+        assert final.startswith(recorded.rsplit("\n", 1)[0]), "a line recorded before the disk filled changed"
+        assert sorted((r["max_tokens"], r["concurrency"]) for r in group_lines(final)) == EVERY_GROUP
+    finally:
+        host.exec("umount", folder, check=False)
+
+
+def test_a_host_rebooted_mid_benchmark_then_resumed_loses_no_recorded_group(fleet, deployed, tmp_path):
+    """The host reboots after the first group is recorded: the run ends for it, with what it measured while its
+    server went down recorded as unreliable. Once the instance serves again, the resume measures the groups
+    missing and the unreliable ones. Nothing lost means every group measured well before the reboot stays as it
+    was (each record is on disk before the next group starts), and every group ends with a reliable record."""
+    host, folder = fleet[A], "/var/lib/vllm-bench-reboot"
+    results = "%s/%s.jsonl" % (folder, NAME)
+    started = fleet.start("--limit", A, "-e", benchmark_settings(tmp_path, folder), playbook="playbooks/benchmark.yml")
+    wait_until(lambda: host.exists(results) and group_lines(host.read_text(results)), "the first group's record")
+    host.exec("shutdown", "-r", "now")
+    try:
+        started.wait()  # it fails, or ends with the groups measured against a server going down marked unreliable
+    finally:
+        wait_until(lambda: serves_now(fleet, A), "the instance serves again after the reboot", timeout=600)
+    measured_well = [record for record in group_lines(host.read_text(results)) if not record.get("unreliable")]
+    assert measured_well and len(measured_well) < 12
+    resumed = fleet.play("--limit", A, "-e", benchmark_settings(tmp_path, folder, vllm_bench_resume=True),
+                         playbook="playbooks/benchmark.yml")
+    assert resumed.rc == 0, resumed.stdout
+    final = group_lines(host.read_text(results))
+    assert all(record in final for record in measured_well), "a group measured before the reboot changed"
+    latest = {(record["max_tokens"], record["concurrency"]): record for record in final}  # a later line wins
+    assert sorted(latest) == EVERY_GROUP and not [key for key, r in latest.items() if r.get("unreliable")]
+    keys = [(record["max_tokens"], record["concurrency"]) for record in final]
+    assert all(keys.count((r["max_tokens"], r["concurrency"])) == 1 for r in measured_well), "measured again"
+    host.exec("rm", "-rf", folder)
+
+
 def test_a_resume_while_an_earlier_run_still_writes_is_refused_and_touches_nothing(fleet, deployed, tmp_path):
     """An earlier benchmark job still appending on the host (here a process holding the results file's lock as a
     run does): a resume would interleave its lines; it is refused at the plan, before any file changes."""
@@ -653,3 +747,28 @@ def test_teardown_leaves_nothing_of_ours(fleet, deployed):
         assert (fleet[name].root / "data/models" / MODEL / "config.json").exists()
     fleet.put_salts(salts)
     assert fleet.restore().rc == 0
+
+
+def test_teardown_with_its_documented_flags_removes_the_image_and_the_model_too(fleet, deployed, tmp_path):
+    """The playbook's header: -e vllm_teardown_remove_image=true -e vllm_teardown_remove_model=true (strings).
+    Nothing lost means only what was asked goes: the instances, their files and rules, the image by every name it
+    has, the model folder and no folder above it; the host's lock is let go."""
+    host = fleet[B]
+    model = host.root / "data/models" / MODEL
+    shutil.copytree(str(model), str(tmp_path / "model"), symlinks=True)
+    salts = fleet.salts()
+    run = fleet.play("--limit", B, "-e", "vllm_teardown_remove_image=true", "-e", "vllm_teardown_remove_model=true",
+                     playbook="playbooks/teardown.yml")
+    assert run.rc == 0, run.stdout
+    assert host.docker("ps", "-aq", "--filter", "label=ascend-vllm-fleet.host=%s" % B).stdout.split() == []
+    assert host.docker("image", "inspect", IMAGE, check=False).returncode != 0
+    assert host.docker("image", "inspect", MIRRORED, check=False).returncode != 0
+    assert not model.exists() and model.parent.exists()
+    assert not host.exists(CONFIG_DIR) and not host.exists("/var/lib/ascend-fleet/lock")
+    assert "ASCEND-FLEET" not in host.exec("iptables", "-S").stdout
+    # Put back: the model from its copy, the image from the mirror, then the instance.
+    shutil.copytree(str(tmp_path / "model"), str(model), symlinks=True)
+    fleet.put_salts({B: salts[B]})
+    again = fleet.play("--tags", "image,server", "--limit", B)
+    assert again.rc == 0, again.stdout
+    assert serves(fleet, B)

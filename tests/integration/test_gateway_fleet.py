@@ -200,3 +200,28 @@ def test_an_instance_left_drained_by_a_run_that_died_is_put_back_by_the_next(fle
     assert run.rc == 0, run.stdout
     assert servers(fleet)[server][0] == "UP"
     assert run.results("Send requests to the instances again once their health checks pass")[HOST_A]["changed"]
+
+
+def test_a_gateway_that_cannot_be_reached_stops_a_replacement_before_anything_changes(fleet):
+    """A gateway the controller cannot reach still sends the instance requests: replacing it then would fail them.
+    The run stops before any container changes, naming the gateway; nothing lost means the instance serves as
+    before, on the gateway too, and the host's lock is let go."""
+    before = fleet[HOST_A].inspect(NAME)
+    cut = ["INPUT", "-p", "tcp", "--dport", "22", "-j", "REJECT", "--reject-with", "tcp-reset"]
+    fleet[GATEWAY].exec("iptables", "-I", *cut)
+    try:
+        fleet[GATEWAY].exec("pkill", "-f", "sshd: ops", check=False)
+        run = fleet.play("--tags", "server", "--limit", HOST_A,
+                         **{HOST_A: {"vllm_server_extra_env": {"GATEWAY_DOWN": "1"}}})
+    finally:
+        fleet[GATEWAY].exec("iptables", "-D", *cut, check=False)
+    assert run.rc != 0 and run.failed_hosts() == [HOST_A], run.stdout
+    failures = [event["event_data"]["res"].get("msg", "") for event in run.events
+                if event.get("event") == "runner_on_failed" and event["event_data"].get("host") == HOST_A]
+    message = failures[0]
+    assert "gateway %s cannot be reached" % GATEWAY in message and "Nothing was replaced" in message, message
+    after = fleet[HOST_A].inspect(NAME)
+    assert after["Id"] == before["Id"] and after["Config"]["Env"] == before["Config"]["Env"]
+    assert fleet[HOST_A].inspect(NAME + "-previous") is None
+    assert servers(fleet)["%s:%s" % (HOST_A, NAME)][0] == "UP"
+    assert not fleet[HOST_A].exists("/var/lib/ascend-fleet/lock")

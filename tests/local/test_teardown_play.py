@@ -42,7 +42,7 @@ def host(tmp_path):
     (tmp_path / "hosts.ini").write_text("[ascend]\nlocalhost ansible_connection=local ansible_python_interpreter=%s\n"
                                         % sys.executable)
     settings = {"fleet_config_dir": str(config), "fleet_docker_bin": str(docker), "fleet_model_dir": str(model),
-                "fleet_api_key": ""}
+                "fleet_api_key": "", "fleet_lock_file": str(tmp_path / "lock")}
     (tmp_path / "vars.json").write_text(json.dumps(settings))
     return tmp_path
 

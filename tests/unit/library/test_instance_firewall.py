@@ -113,3 +113,8 @@ def test_an_engine_that_manages_no_iptables_is_named_with_the_fix(host):
 def test_what_it_cannot_use_is_refused_and_nothing_changes(host, args, expected):
     assert_refused(guard(host, **args), expected)
     assert chains(host) == {"DOCKER-USER": ["-j RETURN"]}
+
+
+def test_a_host_without_iptables_has_no_rules_to_remove(host):
+    result = guard(host, state="absent", iptables=str(host / "bin/no-iptables"))
+    assert result.get("failed") is not True and result["changed"] is False, result

@@ -423,3 +423,26 @@ def test_the_progress_file_stays_fresh_while_streams_deliver_and_none_ends(tmp_p
         watcher.join()
     assert [g["completed"] for g in result["groups"]] == [1]
     assert len(seen) >= 3, "written %d times while the first answer streamed" % len(seen)
+
+
+def test_a_record_that_cannot_be_written_ends_the_run_naming_the_file_and_what_stays(server, tmp_path,  # noqa: F811
+                                                                                     monkeypatch):
+    """A full disk: the second group's record fails to be written. The run ends there with the cause and the fix,
+    and the first group's record stays as it was written."""
+    results = str(tmp_path / "vllm-ascend.jsonl")
+    real_append, appended = load_test.append_result, []
+
+    def append_until_full(path, record):
+        if appended:
+            raise OSError(28, "No space left on device")
+        appended.append(record)
+        real_append(path, record)
+
+    monkeypatch.setattr(load_test, "append_result", append_until_full)
+    with pytest.raises(load_test.BenchmarkError) as refused:
+        load_test.run(params(base_url=server, results_file=results))
+    message = str(refused.value)
+    assert "the record of group 2 of 2 could not be written (No space left on device)" in message
+    assert "the 1 groups recorded before it stay" in message and "vllm_bench_resume=true" in message
+    assert [r["concurrency"] for r in read_results(results)[0]] == [1]
+    assert read_progress(open(progress_file(results)).read())["error"] == message
