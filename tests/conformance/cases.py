@@ -70,6 +70,12 @@ def text_body(max_tokens=4, stream=True):
     return json.dumps(body, ensure_ascii=False).encode()
 
 
+def tokenize_body():
+    """/tokenize's chat form: the benchmark's prompt as a chat, no image."""
+    return json.dumps({"model": MODEL, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": module_default("vllm_benchmark", "prompt")}]}]}, ensure_ascii=False).encode()
+
+
 def chat_json(**fields):
     body = {"model": MODEL, "messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": image_url(640, 480)}},
@@ -143,6 +149,11 @@ def cases():
              image=(1920, 1080), timing=True, about="max_pixels 1310720", **guarded),
         Case("bench_3008x3008_capped", body=bench_body(3008, 3008), method="POST", path="/v1/chat/completions",
              image=(3008, 3008), **guarded),
+        # ... and only /v1: SageMaker's /invocations answers a chat body as /v1/chat/completions would, and
+        # /tokenize answers, both without the key (what the instance firewall is for).
+        Case("invocations_no_key", "guarded", "POST", "/invocations", probe_body(),
+             about="a chat body without the key: answered"),
+        Case("tokenize_no_key", "guarded", "POST", "/tokenize", tokenize_body(), about="without the key: answered"),
         Case("metrics_no_key", "guarded", "GET", "/metrics"),
         Case("text_only_lone_cap", "lone_cap", "POST", "/v1/chat/completions", text_body()),
         Case("bench_1920x1080_lone_cap", "lone_cap", "POST", "/v1/chat/completions", bench_body(1920, 1080),

@@ -1,70 +1,58 @@
 """The two servers of a conformance run, started with the same flags: real vLLM 0.18 with a fake engine core
-(the reference tool, run through its serve.sh) and the stand-in's API server, in this process.
+(real_vllm/, installed and started by this suite) and the stand-in's API server, in this process.
 """
 import contextlib
 import json
 import os
 import pathlib
-import subprocess
 
 from conftest import free_port
 from twin.vllm_standin import cli as standin_cli
 from twin.vllm_standin import server as standin_server
 
+from . import real_vllm
 from .cases import MAX_MODEL_LEN, MODEL, SERVERS
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# Where the reference tool is unless REAL_VLLM_TOOL says otherwise: beside the repository, as it is shipped.
-DEFAULT_TOOL = REPO.parent / "shared" / "tools" / "real-vllm"
-REAL_HOME = pathlib.Path(os.environ.get("REAL_VLLM_HOME", "/var/tmp/real-vllm"))
-# The fake engine's timings (its defaults): a first token 0.2 s after arrival, then one every 0.05 s.
+# The fake engine's timings: a first token 0.2 s after the request reaches it, then one every 0.05 s.
 FAKE_TTFT_S, FAKE_TPOT_S = 0.2, 0.05
 # The flags both servers get, as the seed's command gives them (the model folder differs).
 SEED_FLAGS = ["--served-model-name", MODEL, "--max-model-len", str(MAX_MODEL_LEN), "--dtype", "float16",
               "--enforce-eager"]
 
 
-def real_tool():
-    """The reference tool's folder; a clear error when it is not there."""
-    folder = pathlib.Path(os.environ.get("REAL_VLLM_TOOL", DEFAULT_TOOL))
-    if not (folder / "serve.sh").is_file():
-        raise SystemExit("real vLLM tool not found at %s (expected serve.sh there). Fix: set REAL_VLLM_TOOL to the "
-                         "folder of the real-vllm tool (serve.sh, fake_engine.py)" % folder)
-    return folder
-
-
 def real_python():
-    """The Python of the reference tool's virtualenv (vLLM 0.18.0)."""
-    return REAL_HOME / "venv-0.18.0" / "bin" / "python"
+    """The Python of real vLLM's virtualenv (vLLM 0.18.0)."""
+    return real_vllm.python()
 
 
 def install_real():
-    tool = real_tool()
-    if not real_python().exists():
-        subprocess.run([str(tool / "serve.sh"), "install"], check=True)
+    """vLLM 0.18.0 and its model folder, unless they are there already (the first run: about 4 minutes, 9 GB)."""
+    real_vllm.install()
 
 
 class RealVllm:
-    """`vllm serve` of vLLM 0.18.0 with the fake engine core, on 127.0.0.1:port."""
+    """`vllm serve` of vLLM 0.18.0 with the fake engine core, on 127.0.0.1:port; its output beside the engine's
+    log (engine_log, with .log for .jsonl)."""
 
     def __init__(self, port, args, faults, engine_log):
         self.port, self.args, self.faults, self.engine_log = port, list(args), faults, engine_log
         self.url = "http://127.0.0.1:%d" % port
+        self.process = None
 
-    def environment(self):
-        env = dict(os.environ, PORT=str(self.port), FAKE_TTFT_S=str(FAKE_TTFT_S), FAKE_TPOT_S=str(FAKE_TPOT_S),
-                   FAKE_ENGINE_LOG=str(self.engine_log), REAL_VLLM_HOME=str(REAL_HOME))
+    def fake_engine(self):
+        settings = {"FAKE_TTFT_S": FAKE_TTFT_S, "FAKE_TPOT_S": FAKE_TPOT_S, "FAKE_ENGINE_LOG": self.engine_log}
         if self.faults:
-            env["FAKE_FAULTS"] = json.dumps(self.faults)
-        return env
+            settings["FAKE_FAULTS"] = json.dumps(self.faults)
+        return settings
 
     def start(self):
-        subprocess.run([str(real_tool() / "serve.sh"), "start"] + self.args, env=self.environment(), check=True,
-                       stdout=subprocess.DEVNULL)
+        self.process = real_vllm.start(self.port, SEED_FLAGS + self.args, self.fake_engine(),
+                                       pathlib.Path(self.engine_log).with_suffix(".log"))
 
     def stop(self):
-        subprocess.run([str(real_tool() / "serve.sh"), "stop"], env=self.environment(), check=False,
-                       stdout=subprocess.DEVNULL)
+        if self.process is not None:
+            real_vllm.stop(self.process)
 
 
 @contextlib.contextmanager

@@ -1,9 +1,13 @@
 """The stand-in against real vLLM 0.18 (its API server, a fake engine core), run by `scripts/dev conformance`.
 
-Needs the real-vllm tool (REAL_VLLM_TOOL, default ../shared/tools/real-vllm beside the repository) and its
-9 GB virtualenv, which the first run installs. With CONFORMANCE_RECORD=1 (`scripts/dev conformance --record`)
-real vLLM's transcripts and parser verdicts are written to tests/fixtures/vllm-0.18/, where the default test
-suite holds the stand-in to them (tests/unit/twin/test_standin_conformance.py).
+Real vLLM is this suite's own (real_vllm/): vLLM 0.18.0 from PyPI in a virtualenv under REAL_VLLM_HOME
+(default /var/tmp/real-vllm, about 9 GB, installed by the first run), `vllm serve` on 127.0.0.1 with a
+weightless Qwen3-VL-shaped model folder and only its engine core replaced by a fake one that streams a set
+answer with set timings. It needs no GPU, no weights and nothing beside the repository.
+
+With CONFORMANCE_RECORD=1 (`scripts/dev conformance --record`) real vLLM's transcripts and parser verdicts are
+written to tests/fixtures/vllm-0.18/, where the default test suite holds the stand-in to them
+(tests/unit/twin/test_standin_conformance.py).
 """
 import json
 import os

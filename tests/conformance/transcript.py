@@ -2,10 +2,10 @@
 
 Kept as they are: status, content type, JSON keys and their kinds, error messages, types, params and codes,
 the order and shape of stream events, finish reasons, usage that does not depend on the tokenizer. Replaced by
-placeholders: ids, times, generated text and text-token counts (real vLLM's tokenizer here is a small stand-in
-one). Image tokens are kept as prompt tokens minus the server's text-only baseline. A stream's timing order is
-kept as one fact: whether the role chunk comes with the first token (vLLM sends it when the first token is
-made) or before it.
+placeholders: ids, times, generated text, text-token counts and token ids (real vLLM's tokenizer here is a
+byte-level one, not Qwen's). Image tokens are kept as prompt tokens minus the server's text-only baseline. A
+stream's timing order is kept as one fact: whether the role chunk comes with the first token (vLLM sends it
+when the first token is made) or before it.
 """
 import http.client
 import json
@@ -22,7 +22,9 @@ RUN_LABELS = ("model_name",)
 TEXT_KEYS = ("content", "reasoning_content")
 TIME_KEYS = ("created",)
 # Counts of the tokenizer (text) or of the engine's natural answer length: they differ between any two servers.
-COUNT_KEYS = ("prompt_tokens", "total_tokens", "completion_tokens")
+COUNT_KEYS = ("prompt_tokens", "total_tokens", "completion_tokens", "count")
+# Token ids the tokenizer makes (/tokenize's answer): a list whose length is a count of text tokens too.
+TOKEN_ID_KEYS = ("tokens",)
 # vLLM quotes the prompt's length, text tokens included, when it refuses a prompt as too long.
 INPUT_LENGTH = re.compile(r"Input length \((\d+)\)")
 # Validation errors name the file of vLLM's code they were raised in, wherever it is installed.
@@ -61,8 +63,10 @@ def placeholder(value):
 
 
 def normalise(value, natural=False, key=None):
-    """JSON with ids, times, generated text and token counts replaced; every key and every other value kept.
+    """JSON with ids, times, generated text, token counts and token ids replaced; every key and other value kept.
     natural: the answer ends where the engine stops (no ignore_eos), so its finish reason is the engine's."""
+    if key in TOKEN_ID_KEYS and isinstance(value, list):
+        return "<token ids>"
     if isinstance(value, dict):
         return {name: normalise(item, natural, name) for name, item in value.items()}
     if isinstance(value, list):
