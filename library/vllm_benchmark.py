@@ -24,7 +24,8 @@ description:
     with its unit and definition, is listed in C(module_utils/bench_record.py) (C(FIELDS)) and in each report.
   - Failed requests (HTTP errors, refused connections, resets mid-stream, timeouts, answers without usage, the
     error event vLLM streams when its engine fails mid-request - C(stream_error) - and streams that are not
-    chat completion chunks - C(malformed_stream)) count in C(failed) and, by kind, in C(errors); they never
+    chat completion chunks - C(malformed_stream), and streams of more events than C(max_tokens) allows, from a
+    server that never ends its answer - C(stream_too_long)) count in C(failed) and, by kind, in C(errors); they never
     enter latency statistics and never end the run. A group whose error rate passes C(error_threshold) is
     marked C(unreliable), not hidden.
   - Options it cannot use (an empty list, a value listed twice, a number out of range, a results file that is
@@ -499,8 +500,9 @@ class LoadTest:
         return [chat.body(self.images.next_url(group["image_size"]))] * count
 
     def warm_up(self, group):
-        body = self.chat(min(group["max_tokens"], WARMUP_MAX_TOKENS)).body(self.images.next_url(group["image_size"]))
-        self.client.stream_chat(body, StreamResult())
+        tokens = min(group["max_tokens"], WARMUP_MAX_TOKENS)
+        body = self.chat(tokens).body(self.images.next_url(group["image_size"]))
+        self.client.stream_chat(body, StreamResult(), tokens)
 
     def run_group(self, group, bodies, request_done, alive=lambda: None):
         """Closed loop: `concurrency` workers, each sending the next body when its last request ended. While they
@@ -520,7 +522,7 @@ class LoadTest:
                         return
                     next_index[0] += 1
                 result = StreamResult()
-                self.client.stream_chat(bodies[index], result)
+                self.client.stream_chat(bodies[index], result, group["max_tokens"])
                 results[index] = result
                 request_done()
 

@@ -28,6 +28,9 @@ STREAM_READ_BYTES = 65536
 # of a stream (an event is a few hundred bytes): a server that sends more is no vLLM, and is not read on.
 MAX_ANSWER_BYTES = 8 << 20
 MAX_STREAM_LINE_BYTES = 1 << 20
+# Events of a chat stream that carry no new token: the role chunk, a finish_reason chunk, the usage chunk; with
+# room to spare.
+STREAM_EVENTS_BESIDE_TOKENS = 8
 # What is read of a refused stream's body before the connection is closed: its status is all that is kept.
 ERROR_BODY_MAX = 64 << 10
 
@@ -207,8 +210,10 @@ class Client:
         """(status, answer) of a chat request answered whole, as call() gives them."""
         return self.call("POST", CHAT_PATH, body, timeout)
 
-    def stream_chat(self, body, result):
-        """Send one streamed chat request, filling result (a StreamResult); any failure becomes result.error."""
+    def stream_chat(self, body, result, max_tokens=None):
+        """Send one streamed chat request, filling result (a StreamResult); any failure becomes result.error.
+        max_tokens, the body's: a stream of more events than that allows (a server that never ends its answer) is
+        ended as stream_too_long, since each event after the first carries at least one new token."""
         connection = self.connection()
         try:
             result.sent = time.monotonic()
@@ -218,7 +223,8 @@ class Client:
                 response.read(ERROR_BODY_MAX)  # drained in part only: a refusal's body is not worth megabytes
                 result.error = "http_%d" % response.status
                 return
-            read_events(stream_lines(response), result)
+            read_events(stream_lines(response), result,
+                        None if max_tokens is None else max_tokens + STREAM_EVENTS_BESIDE_TOKENS)
         except socket.timeout:
             result.error = "timeout"
         except ConnectionRefusedError:
@@ -305,11 +311,11 @@ def stream_lines(response):
         yield rest
 
 
-def read_events(lines, result):
+def read_events(lines, result, max_events=None):
     """Read a chat completion's server-sent events into result: the id, when the first content token came, and
     the usage; a stream without [DONE] was cut, one without usage can't be counted. The first event that is
-    an error or no chunk at all ends the reading, its kind in result.error."""
-    usage, done = None, False
+    an error or no chunk at all ends the reading, its kind in result.error, as does an event past max_events."""
+    usage, done, events = None, False, 0
     for raw in lines:
         line = raw.strip()
         if not line.startswith(b"data:"):
@@ -317,7 +323,11 @@ def read_events(lines, result):
         payload = line[5:].strip()
         if payload == b"[DONE]":
             done = True
-            continue
+            break
+        events += 1
+        if max_events is not None and events > max_events:
+            result.error = "stream_too_long"
+            return
         result.error, event = event_of(payload)
         if result.error:
             return

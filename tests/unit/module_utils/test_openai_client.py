@@ -118,8 +118,8 @@ def test_lines_come_whole_however_the_bytes_arrive():
 
 
 class Hostile(http.server.BaseHTTPRequestHandler):
-    """Answers no vLLM gives: /trickle sends its body a byte every 0.2 s, /huge sends 9 MB, /long-line streams a
-    line of 2 MB without a newline."""
+    """Answers no vLLM gives: /trickle sends its body a byte every 0.2 s, /huge sends 9 MB, a chat under /endless
+    streams tokens for ever, any other chat streams a line of 2 MB without a newline."""
 
     def log_message(self, *args):
         pass
@@ -145,6 +145,12 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
+        if self.path.endswith("/endless/v1/chat/completions"):
+            # Tokens for ever: one event every 10 ms, until the client leaves.
+            while True:
+                self.wfile.write(b'data: {"id": "c", "choices": [{"delta": {"content": "a"}}]}\n\n')
+                self.wfile.flush()
+                time.sleep(0.01)
         self.wfile.write(b"data: " + b"a" * (2 << 20))
         self.wfile.flush()
 
@@ -167,3 +173,11 @@ def test_a_stream_line_without_end_is_a_malformed_stream():
         result = StreamResult()
         Client(url, timeout=30).stream_chat(b"{}", result)
     assert result.error == "malformed_stream"
+
+
+def test_a_stream_longer_than_max_tokens_allows_ends_as_stream_too_long():
+    """Each event comes within the timeout; a server that never ends its answer is cut off by the count."""
+    with serving(Hostile) as url:
+        result = StreamResult()
+        Client(url + "/endless", timeout=30).stream_chat(b"{}", result, max_tokens=5)
+    assert result.error == "stream_too_long" and result.finished - result.sent < 30
