@@ -110,15 +110,16 @@ def key_from_env_file(path):
 
 
 def served_models(answer):
-    """The model names in a /v1/models answer (anything else lists none)."""
-    if not isinstance(answer, dict):
+    """The model names in a /v1/models answer: each entry's text id (anything else lists none)."""
+    entries = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(entries, list):
         return []
-    return [entry.get("id") for entry in answer.get("data") or [] if isinstance(entry, dict)]
+    return [entry["id"] for entry in entries if isinstance(entry, dict) and isinstance(entry.get("id"), str)]
 
 
 def answer_text(reply):
     """choices[0].message.content of a chat completion (a parsed answer), when it is text; None otherwise."""
-    choices = reply.get("choices")
+    choices = reply.get("choices") if isinstance(reply, dict) else None
     first = choices[0] if isinstance(choices, list) and choices else None
     message = first.get("message") if isinstance(first, dict) else None
     content = message.get("content") if isinstance(message, dict) else None

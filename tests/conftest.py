@@ -1,4 +1,5 @@
 """Shared test helpers: where the repository and the real npu-smi samples are."""
+import json
 import os
 import pathlib
 import socket
@@ -31,7 +32,7 @@ os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.execut
 SHARED_FLEET_MODULES = {
     fixture: tuple("tests/integration/%s.py" % name for name in names) for fixture, names in (
         ("pair", ("test_cli", "test_deploy", "test_operator_view")),
-        ("single", ("test_secrets", "test_recorded_plan", "test_installed_collection")))}
+        ("single", ("test_secrets", "test_recorded_plan", "test_installed_collection", "test_interrupted_runs")))}
 FLEET_OF_MODULE = {module: fixture for fixture, modules in SHARED_FLEET_MODULES.items() for module in modules}
 
 
@@ -148,6 +149,12 @@ class PlaybookRun:
 
     def failed_hosts(self):
         return sorted(self.stats.get("failures", {}))
+
+    def failure_text(self, host):
+        """Every failed (not ignored) task result of the host, one JSON line each: what its messages say."""
+        return "\n".join(json.dumps(event["event_data"].get("res"), ensure_ascii=False) for event in self.events
+                         if event.get("event") == "runner_on_failed" and event["event_data"].get("host") == host
+                         and not event["event_data"].get("ignore_errors"))
 
     def changed(self):
         return sum(self.stats.get("changed", {}).values())

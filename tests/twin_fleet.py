@@ -14,6 +14,7 @@ import tempfile
 import time
 
 import pytest
+import requests
 
 from conftest import REPO, running_test_is_marked_docker, start_playbook
 from twin.lifecycle import Twin
@@ -214,3 +215,30 @@ def command_lines():
         except OSError:
             continue  # the process ended while being read
     return found
+
+
+MODEL = "Qwen3-VL-8B-Instruct"
+
+
+def serves(fleet, name, port=DEFAULT_PORT, api_key=None):
+    """Whether the host's instance lists the model, asked with api_key (by default the fleet's generated key)."""
+    key = fleet.api_key() if api_key is None else api_key
+    headers = {"Authorization": "Bearer " + key} if key else {}
+    reply = requests.get(fleet[name].url(port) + "/v1/models", headers=headers, timeout=5)
+    return reply.status_code == 200 and [m["id"] for m in reply.json()["data"]] == [MODEL]
+
+
+def serves_now(fleet, name):
+    """serves, False while the host or its instance does not answer at all (a reboot, a load)."""
+    try:
+        return serves(fleet, name)
+    except (requests.RequestException, OSError):
+        return False
+
+
+def wait_until(condition, what, timeout=300):
+    """Poll condition until it holds; a test failure naming what was awaited after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not within %d s: %s" % (timeout, what)
+        time.sleep(0.5)

@@ -405,7 +405,8 @@ class Charts:
         axes.set_xlabel("concurrency (requests in flight)")
         axes.set_ylabel(ylabel)
         axes.grid(True, alpha=0.3)
-        axes.legend(title=series_key.replace("_", " "))
+        if axes.get_lines():  # no line when no instance measured well: an empty chart, without a legend
+            axes.legend(title=series_key.replace("_", " "))
 
     def save(self, figure, title, filename):
         figure.tight_layout()

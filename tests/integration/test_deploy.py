@@ -14,54 +14,24 @@ import time
 import uuid
 
 import pytest
-import requests
 from hub_server import Hub
 
 from twin import hosts, lifecycle
 from twin.lifecycle import Twin
 from twin.shell import docker
-from twin_fleet import CONFIG_DIR
+from twin_fleet import CONFIG_DIR, MODEL, serves, wait_until
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as PORT
 
 pytestmark = pytest.mark.docker
-MODEL = "Qwen3-VL-8B-Instruct"
 TAG = "v0.18.0rc1-310p"
 IMAGE = "quay.io/ascend/vllm-ascend:" + TAG  # fleet_image: the name the containers run
 MIRRORED = "twin-registry:5000/ascend/vllm-ascend:" + TAG  # what the inventory's mirror pulls it by
 A, B = "npu-a", "npu-b"
 
 
-def serves(fleet, name, port=PORT, api_key=None):
-    """Whether the host's instance lists the model, asked with api_key (by default the fleet's generated key)."""
-    key = fleet.api_key() if api_key is None else api_key
-    headers = {"Authorization": "Bearer " + key} if key else {}
-    reply = requests.get(fleet[name].url(port) + "/v1/models", headers=headers, timeout=5)
-    return reply.status_code == 200 and [m["id"] for m in reply.json()["data"]] == [MODEL]
-
-
-def serves_now(fleet, name):
-    """serves, False while the host or its instance does not answer at all (a reboot, a load)."""
-    try:
-        return serves(fleet, name)
-    except (requests.RequestException, OSError):
-        return False
-
-
 def container_ids(fleet):
     return {name: fleet[name].inspect(NAME)["Id"] for name in fleet.hosts}
-
-
-def failure_text(run, host):
-    failed = [result for event_task, result in run_failures(run) if result.get("_host") == host]
-    return "\n".join(json.dumps(result, ensure_ascii=False) for result in failed)
-
-
-def run_failures(run):
-    for event in run.events:
-        if event.get("event") == "runner_on_failed" and not event["event_data"].get("ignore_errors"):
-            data = event["event_data"]
-            yield data.get("task"), dict(data.get("res") or {}, _host=data.get("host"))
 
 
 @pytest.fixture
@@ -140,7 +110,7 @@ def test_bad_change_fails_with_the_servers_error_and_the_previous_container_serv
     files_before = rendered_files(fleet, B)
     run = fleet.play("--tags", "server", **{B: {"vllm_server_dtype": "bfloat16"}})
     assert run.rc != 0 and run.failed_hosts() == [B]
-    text = failure_text(run, B)
+    text = run.failure_text(B)
     assert "does not support dtype bfloat16" in text, text
     assert "The previous container is serving again" in text
     restored = fleet[B].inspect(NAME)
@@ -167,7 +137,7 @@ def test_a_replacement_interrupted_while_waiting_is_put_back_by_the_next_run(fle
 
     run = fleet.play("--tags", "server", "--limit", B, **{B: {"vllm_server_dtype": "bfloat16"}})  # the same, again
     assert run.rc != 0 and run.failed_hosts() == [B]
-    assert "The previous container is serving again" in failure_text(run, B)
+    assert "The previous container is serving again" in run.failure_text(B)
     assert serves(fleet, B) and host.inspect(NAME + "-previous") is None
     assert rendered_files(fleet, B) == files_before
     assert fleet.restore() is None, "the rollback left the host as before the change"
@@ -176,13 +146,6 @@ def test_a_replacement_interrupted_while_waiting_is_put_back_by_the_next_run(fle
 
 
 LOCK = "/var/lib/ascend-fleet/lock"
-
-
-def wait_until(condition, what, timeout=300):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "not within %d s: %s" % (timeout, what)
-        time.sleep(0.5)
 
 
 def test_a_second_run_on_a_host_another_run_changes_is_refused_and_touches_nothing(fleet, deployed):
@@ -195,7 +158,7 @@ def test_a_second_run_on_a_host_another_run_changes_is_refused_and_touches_nothi
     second = fleet.play("--tags", "server", "--limit", B)
     done = first.wait()
     assert second.rc != 0 and second.failed_hosts() == [B]
-    text = failure_text(second, B)
+    text = second.failure_text(B)
     assert "being changed by another run" in text and "Deploy vLLM-Ascend" in text and "holding it for" in text, text
     assert second.results("Decide whether to keep, start or replace each instance") == {}, "it touched nothing"
     assert done.rc == 0, done.stdout
@@ -243,7 +206,7 @@ def test_a_previous_container_that_no_longer_serves_is_reported_as_such(fleet, d
     finally:
         os.rename(str(shard) + ".away", shard)
     assert run.rc != 0 and run.failed_hosts() == [B]
-    text = failure_text(run, B)
+    text = run.failure_text(B)
     assert "The previous container was put back but does not serve" in text, text
     assert "The previous container is serving again" not in text
     assert text.count("No such file or directory") >= 2, "both the new and the restored container's reason"
@@ -314,7 +277,7 @@ def test_missing_shard_is_named(fleet, deployed):
     finally:
         os.rename(str(shard) + ".away", shard)
     assert run.rc != 0
-    text = failure_text(run, B)
+    text = run.failure_text(B)
     assert "is incomplete" in text and "missing: model-00003-of-00004.safetensors" in text, text
 
 
@@ -328,8 +291,8 @@ def test_check_mode_reports_what_a_download_or_an_archive_would_do_instead_of_fa
     finally:
         os.rename(str(shard) + ".away", shard)
     assert download.rc == 0, download.stdout
-    assert nothing_fills_it.rc != 0 and "missing: model-00003-of-00004.safetensors" in failure_text(
-        nothing_fills_it, B), "check mode must still fail where a real run fails"
+    assert nothing_fills_it.rc != 0 and "missing: model-00003-of-00004.safetensors" in nothing_fills_it.failure_text(
+        B), "check mode must still fail where a real run fails"
     archive = tmp_path / "vllm-ascend-v9.tar"
     archive.write_bytes(b"not loaded in check mode")
     offline = fleet.play("--check", "--limit", B, "--tags", "image", "-e", "fleet_image_version=v9.9.9",
@@ -361,7 +324,7 @@ def test_a_registry_that_needs_a_login_is_pulled_from_with_the_account_and_keeps
     settings = {"fleet_image_pull_from": source, "vllm_image_registry_username": account["username"],
                 "vllm_image_registry_password": "not-the-password"}
     refused = fleet.play("--tags", "image", "--limit", B, **{B: settings})
-    assert refused.rc != 0 and "could not log in to twin-registry:5001 as ops" in failure_text(refused, B)
+    assert refused.rc != 0 and "could not log in to twin-registry:5001 as ops" in refused.failure_text(B)
     assert "not-the-password" not in refused.stdout + json.dumps(refused.events)
     logged = fleet.play("--tags", "image,server", "--limit", B,
                         **{B: dict(settings, vllm_image_registry_password=account["password"])})
@@ -405,7 +368,7 @@ def test_unreachable_registry_is_explained(fleet, deployed):
                      "-e", "fleet_image_version=v9.9.9", "-e", "vllm_image_pull_retries=2",
                      "-e", "vllm_image_pull_delay=0.1")
     assert run.rc != 0
-    text = failure_text(run, B)
+    text = run.failure_text(B)
     assert "could not pull 127.0.0.1:9/ascend/vllm-ascend:v9.9.9-310p after 2 attempts" in text, text
     assert "fleet_image_registry_mirror" in text and "vllm_image_offline_tarball" in text
 
@@ -432,7 +395,7 @@ def test_an_image_for_another_chip_is_refused_before_any_container_changes(fleet
     before = container_ids(fleet)
     run = fleet.play("--tags", "image,server", "--limit", A, **{A: {"fleet_image_tag": "v0.18.0rc1"}})
     assert run.rc != 0
-    text = failure_text(run, A)
+    text = run.failure_text(A)
     assert "is built for SOC_VERSION=ascend910b1" in text and "Fix: use the release's -310p tag" in text
     assert container_ids(fleet) == before
     fleet[A].docker("rmi", "quay.io/ascend/vllm-ascend:v0.18.0rc1", "twin-registry:5000/ascend/vllm-ascend:v0.18.0rc1")
@@ -442,7 +405,7 @@ def test_digest_pin_catches_another_image(fleet, deployed):
     wrong = "sha256:" + "0" * 64
     run = fleet.play("--limit", B, "--tags", "image", "-e", "vllm_image_digest=%s" % wrong)
     assert run.rc != 0
-    text = failure_text(run, B)
+    text = run.failure_text(B)
     assert "its digests are" in text and wrong in text and "the tag now points at another image" in text, text
 
 
@@ -451,7 +414,7 @@ def test_absent_image_and_absent_offline_archive_is_explained(fleet, deployed, t
     run = fleet.play("--limit", B, "--tags", "image", "-e", "fleet_image_version=v9.9.9",
                      "-e", "vllm_image_offline_tarball=%s" % archive)
     assert run.rc != 0
-    text = failure_text(run, B)
+    text = run.failure_text(B)
     assert "offline archive %s does not exist on the controller" % archive in text, text
 
 
@@ -510,92 +473,6 @@ def test_a_fresh_benchmark_sets_the_earlier_results_aside(fleet, deployed, tmp_p
     assert len(fleet[A].read_text(results).splitlines()) == 1 + 2  # the one group, and its answer checks
 
 
-# Twelve short groups on one instance, followed every 2 s: a second or two a group on the twin, time enough to act
-# after the first group's record and more than a page of records after it (a record is under 1 kB).
-TWELVE_GROUPS = {"vllm_bench_preset": "twelve", "vllm_bench_poll_interval": 2, "vllm_bench_presets": {"twelve": {
-    "image_sizes": ["640x480"], "max_tokens": [16, 32], "concurrency": [1, 2, 3, 4, 5, 6], "requests_per_group": 6}}}
-EVERY_GROUP = sorted((tokens, users) for tokens in (16, 32) for users in range(1, 7))
-
-
-def group_lines(text):
-    """The whole group records of a results file's text (answer checks and a line cut mid-write left out)."""
-    records = []
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if "concurrency" in record and "answer_check" not in record:
-            records.append(record)
-    return records
-
-
-def benchmark_settings(tmp_path, results_dir, **more):
-    settings = tmp_path / ("bench-%d.json" % len(list(tmp_path.glob("bench-*.json"))))
-    settings.write_text(json.dumps(dict(TWELVE_GROUPS, vllm_bench_results_dir=results_dir,
-                                        vllm_bench_reports_dir=str(tmp_path / "reports"), **more)))
-    return "@%s" % settings
-
-
-def test_a_full_disk_during_a_results_write_loses_no_recorded_group_and_a_resume_finishes(fleet, deployed, tmp_path):
-    """The results folder fills up after the first group is recorded: the run fails at the next record's write,
-    at once (not after the stall limit), naming the file, the cause and the fix. Nothing lost means the lines
-    recorded before stay as they were, and the resume measures only the groups missing, each once."""
-    host, folder = fleet[A], "/var/lib/vllm-bench-small"
-    results = "%s/%s.jsonl" % (folder, NAME)
-    # A full tmpfs still takes what fits in the results file's last page: twelve groups write more than that.
-    host.exec("sh", "-c", "mkdir -p %s && mount -t tmpfs -o size=1m bench-disk %s" % (folder, folder))
-    try:
-        started = fleet.start("--limit", A, "-e", benchmark_settings(tmp_path, folder),
-                              playbook="playbooks/benchmark.yml")
-        wait_until(lambda: host.exists(results) and group_lines(host.read_text(results)), "the first group's record")
-        host.exec("sh", "-c", "dd if=/dev/zero of=%s/fill bs=4k 2>/dev/null; true" % folder)
-        run = started.wait()
-        assert run.rc != 0 and run.failed_hosts() == [A], run.stdout
-        text = failure_text(run, A)
-        assert "could not be written (No space left on device)" in text and "vllm_bench_resume=true" in text, text
-        recorded = host.read_text(results)
-        done_before = group_lines(recorded)
-        assert done_before and len(done_before) < 12
-        host.exec("rm", "%s/fill" % folder)
-        resumed = fleet.play("--limit", A, "-e", benchmark_settings(tmp_path, folder, vllm_bench_resume=True),
-                             playbook="playbooks/benchmark.yml")
-        assert resumed.rc == 0, resumed.stdout
-        final = host.read_text(results)
-        assert final.startswith(recorded.rsplit("\n", 1)[0]), "a line recorded before the disk filled changed"
-        assert sorted((r["max_tokens"], r["concurrency"]) for r in group_lines(final)) == EVERY_GROUP
-    finally:
-        host.exec("umount", folder, check=False)
-
-
-def test_a_host_rebooted_mid_benchmark_then_resumed_loses_no_recorded_group(fleet, deployed, tmp_path):
-    """The host reboots after the first group is recorded: the run ends for it, with what it measured while its
-    server went down recorded as unreliable. Once the instance serves again, the resume measures the groups
-    missing and the unreliable ones. Nothing lost means every group measured well before the reboot stays as it
-    was (each record is on disk before the next group starts), and every group ends with a reliable record."""
-    host, folder = fleet[A], "/var/lib/vllm-bench-reboot"
-    results = "%s/%s.jsonl" % (folder, NAME)
-    started = fleet.start("--limit", A, "-e", benchmark_settings(tmp_path, folder), playbook="playbooks/benchmark.yml")
-    wait_until(lambda: host.exists(results) and group_lines(host.read_text(results)), "the first group's record")
-    host.exec("shutdown", "-r", "now")
-    try:
-        started.wait()  # it fails, or ends with the groups measured against a server going down marked unreliable
-    finally:
-        wait_until(lambda: serves_now(fleet, A), "the instance serves again after the reboot", timeout=600)
-    measured_well = [record for record in group_lines(host.read_text(results)) if not record.get("unreliable")]
-    assert measured_well and len(measured_well) < 12
-    resumed = fleet.play("--limit", A, "-e", benchmark_settings(tmp_path, folder, vllm_bench_resume=True),
-                         playbook="playbooks/benchmark.yml")
-    assert resumed.rc == 0, resumed.stdout
-    final = group_lines(host.read_text(results))
-    assert all(record in final for record in measured_well), "a group measured before the reboot changed"
-    latest = {(record["max_tokens"], record["concurrency"]): record for record in final}  # a later line wins
-    assert sorted(latest) == EVERY_GROUP and not [key for key, r in latest.items() if r.get("unreliable")]
-    keys = [(record["max_tokens"], record["concurrency"]) for record in final]
-    assert all(keys.count((r["max_tokens"], r["concurrency"])) == 1 for r in measured_well), "measured again"
-    host.exec("rm", "-rf", folder)
-
-
 def test_a_resume_while_an_earlier_run_still_writes_is_refused_and_touches_nothing(fleet, deployed, tmp_path):
     """An earlier benchmark job still appending on the host (here a process holding the results file's lock as a
     run does): a resume would interleave its lines; it is refused at the plan, before any file changes."""
@@ -615,7 +492,7 @@ def test_a_resume_while_an_earlier_run_still_writes_is_refused_and_touches_nothi
     finally:
         fleet[A].exec("sh", "-c", "kill $(cat /tmp/earlier-run.pid)", check=False)
     assert run.rc != 0
-    text = failure_text(run, A)
+    text = run.failure_text(A)
     assert "is being written by another run of the benchmark (pid" in text and "kill" in text, text
     assert fleet[A].read_text(results) == before
 

@@ -38,12 +38,6 @@ def fleet(deployed):
         yield deployed
 
 
-def failure_text(run, host):
-    return "\n".join(json.dumps(event["event_data"].get("res"), ensure_ascii=False) for event in run.events
-                     if event.get("event") == "runner_on_failed" and event["event_data"].get("host") == host
-                     and not event["event_data"].get("ignore_errors"))
-
-
 def opened_chips(host, container):
     """The /dev/davinciN the server opened, from its own log line."""
     logs = host.docker("logs", container).stdout
@@ -75,7 +69,7 @@ def test_a_chip_opens_in_one_container_only_and_a_deploy_names_who_holds_it(flee
         wait_for_log(host, NAME, "resources are busy")
         run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: {"vllm_server_max_model_len": 4096}})
         assert run.rc != 0
-        text = failure_text(run, DUAL)
+        text = run.failure_text(DUAL)
         assert "container llm-test maps /dev/davinci0, /dev/davinci1" in text, text
         assert host.inspect(NAME)["Id"] == before, "our container was replaced while the chips were held"
     finally:
@@ -99,7 +93,7 @@ def test_a_missing_mount_source_fails_before_docker_makes_it_an_empty_folder(fle
     before = host.inspect(NAME)["Id"]
     run = fleet.play(*SERVER, "--limit", DUAL, "-e", "fleet_dcmi_dir=/usr/local/dcmi-gone")
     assert run.rc != 0
-    text = failure_text(run, DUAL)
+    text = run.failure_text(DUAL)
     assert "/usr/local/dcmi-gone (set by fleet_dcmi_dir)" in text, text
     assert host.inspect(NAME)["Id"] == before and not host.exists("/usr/local/dcmi-gone")
 
@@ -109,7 +103,7 @@ def test_a_refused_key_fails_at_once_with_the_cause(fleet):
     run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: {"vllm_server_extra_args": ["--api-key", "not-the-fleets-key"],
                                                 "vllm_server_ready_timeout": 900}})
     assert run.rc != 0
-    text = failure_text(run, DUAL)
+    text = run.failure_text(DUAL)
     assert "the server refuses the API key: /v1/models answered 401" in text, text
     assert "The previous container is serving again" in text
     assert fleet.restore() is None, "the rollback left the host as before"
@@ -123,7 +117,7 @@ def test_jemalloc_is_preloaded_in_the_container(fleet):
     wrong = "/usr/lib/jemalloc-not-here/libjemalloc.so.2"
     run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: {"vllm_server_jemalloc_path": wrong}})
     assert run.rc != 0
-    text = failure_text(run, DUAL)
+    text = run.failure_text(DUAL)
     assert wrong + " is not in the container" in text and "The previous container is serving again" in text, text
 
 
@@ -216,10 +210,10 @@ def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_
     try:
         run = fleet.play(*SERVER)
         assert run.rc != 0
-        text = failure_text(run, REMAPPED)
+        text = run.failure_text(REMAPPED)
         assert "%s on %s does not serve" % (NAME, REMAPPED) in text and "is degenerate" in text, text
         assert '\\"!!!!!!!!' in text and "float16" in text, text
-        assert failure_text(run, DUAL) == "", "the healthy host failed too"
+        assert run.failure_text(DUAL) == "", "the healthy host failed too"
         assert {name: fleet[name].inspect(NAME)["Id"] for name in (DUAL, REMAPPED)} == before
 
         fleet.write()
@@ -242,7 +236,7 @@ def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_
         model_answers("wrong")
         run = fleet.play(*SERVER, "--limit", REMAPPED)
         assert run.rc != 0
-        text = failure_text(run, REMAPPED)
+        text = run.failure_text(REMAPPED)
         assert "the answer check (known) failed" in text and "There are 5 squares." in text, text
         assert "expected 3 (or three)" in text, text
         assert fleet.play(*SERVER, "--limit", REMAPPED, "-e", "fleet_answer_check=sane").rc == 0

@@ -1,7 +1,8 @@
-"""Properties of every parser of data from outside the collection (npu-smi's outputs, a server's stream, results
-and progress lines, plan files, a hub's file names), for any input Hypothesis makes, besides the table cases of
-each parser's own tests: a parser answers with what it found or with its own refusal, never with another
-exception, and what it lets through is in the shape its callers rely on."""
+"""Properties of every parser of data from outside the collection (npu-smi's outputs, a server's stream and
+answers, results and progress lines, plan files, a hub's file names) and of the report made of such data, for any
+input Hypothesis makes, besides the table cases of each parser's own tests: a parser answers with what it found or
+with its own refusal, never with another exception, and what it lets through is in the shape its callers rely on;
+the report shows text from hosts and servers as text."""
 import json
 import os
 import string
@@ -9,9 +10,11 @@ import string
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from report_rows import group, write
 
 from ansible_collections.ascend.fleet.plugins.module_utils import bench_record, npu_smi, openai_client, serving_plan
 from ansible_collections.ascend.fleet.plugins.modules import model_download
+from ansible_collections.ascend.fleet.plugins.plugin_utils import report
 
 # Shared machines: no deadline per example, a bounded number of examples per property; no example database (each
 # run draws afresh).
@@ -98,3 +101,44 @@ def test_a_progress_file_of_any_text_is_a_progress_whose_age_can_be_told_or_a_re
         return
     # A run whose progress has no finite time would never be called stalled: the follow step would wait forever.
     assert bench_record.run_ended(progress, 600, now=progress["updated_at"] + 10 ** 6) or progress.get("finished")
+
+
+# A /v1/models answer as a server may give it: vLLM's shape with any values in it, or anything at all.
+MODELS_ANSWERS = st.fixed_dictionaries({"data": st.lists(st.dictionaries(
+    st.sampled_from(["id", "object", "owned_by"]), JSON_VALUES, max_size=3), max_size=3) | JSON_VALUES}) | JSON_VALUES
+
+
+@PROPERTY
+@given(answer=MODELS_ANSWERS)
+def test_a_models_answer_of_any_json_is_a_list_of_the_names_it_holds(answer):
+    served = openai_client.served_models(answer)
+    assert isinstance(served, list) and all(isinstance(name, str) for name in served)
+
+
+@PROPERTY
+@given(reply=JSON_VALUES)
+def test_a_chat_reply_of_any_json_is_its_text_or_none(reply):
+    text = openai_client.answer_text(reply)
+    assert text is None or isinstance(text, str)
+
+
+# Text as hosts' names, servers' error kinds and answers may hold it: markup characters among others.
+HOSTILE_TEXT = st.text(alphabet=string.ascii_letters + string.digits + "<>&\"'|*_`#-. /\\", min_size=1, max_size=30)
+
+
+@settings(max_examples=12, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(host=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9<>&'\"|*_.-]{0,20}", fullmatch=True), error=HOSTILE_TEXT,
+       answer=HOSTILE_TEXT)
+def test_a_report_shows_any_host_error_kind_and_answer_as_text(tmp_path_factory, host, error, answer):
+    """The HTML report names the host, the errors by kind and the answer check's failure: each a tag here, which
+    the page must show as text and never open."""
+    folder = tmp_path_factory.mktemp("report")
+    measured = dict(group("640x480", 32, 1, 2.0, 100), failed=1, errors={"<x-error>" + error: 1})
+    check = {"answer_check": "before", "mode": "known", "passed": False, "asked": [], "checked_at": 1796000000.0,
+             "failure": "<x-answer>" + answer}
+    write(folder, "<x-host>" + host, "vllm-ascend", [check, measured])
+    report.build(folder, latency_target=10)
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    for tag in ("<x-host>", "<x-error>", "<x-answer>"):
+        assert tag not in page
+    assert "&lt;x-host&gt;" in page

@@ -1,0 +1,141 @@
+"""Runs cut short by what fails around them, on the shared single host: the registry gone mid-pull, a full disk
+while the benchmark writes its results, the host rebooted mid-benchmark. Each test says what "nothing lost" means
+there and asserts it, then leaves the host as the deploy did."""
+import json
+import os
+
+import pytest
+
+from twin import lifecycle
+from twin.lifecycle import Twin
+from twin.shell import docker
+from twin_fleet import DEFAULT_CONTAINER as NAME
+from twin_fleet import serves, serves_now, wait_until
+
+pytestmark = pytest.mark.docker
+HOST = "npu-c"  # the shared single host
+TAG = "v0.18.0rc1-310p"
+
+
+@pytest.fixture
+def fleet(shared_single):
+    return shared_single
+
+
+def test_the_registry_gone_mid_pull_fails_the_pull_and_leaves_the_host_as_it_was(fleet):
+    """The mirror stops while a host pulls a new image (500 MB of layers it has not got). Nothing lost means the
+    run fails naming what it pulled from where, the serving container is untouched, no half-pulled image carries
+    the tag, and once the registry is back the same run pulls it."""
+    twin, tag = Twin(), TAG + "-padded"
+    big = "%s/ascend/vllm-ascend:%s" % (twin.registry, tag)
+    docker("build", "-q", "-t", big, "-", input="FROM %s/ascend/vllm-ascend:%s\n"
+           "RUN head -c 500000000 /dev/urandom > /var/cache/padding\n" % (twin.registry, TAG))
+    docker("push", "-q", big)
+    docker("rmi", big)
+    before = fleet[HOST].inspect(NAME)["Id"]
+    pull_settings = ("-e", "fleet_image_tag=%s" % tag, "-e", "vllm_image_pull_retries=2", "-e",
+                     "vllm_image_pull_delay=0.1")
+    state = twin.load_state()
+    started = fleet.start("--tags", "image,server", "--limit", HOST, *pull_settings)
+    try:
+        wait_until(lambda: fleet[HOST].exec("pgrep", "-f", "docker pull", check=False).returncode == 0,
+                   "the host's pull starts")
+        os.kill(state["registry_pids"]["hosts"], 9)
+        run = started.wait()
+    finally:
+        twin.start_registry(state, "hosts", "%s:%d" % (twin.gateway(), lifecycle.REGISTRY_HOST_PORT), readonly=True)
+    assert run.rc != 0 and run.failed_hosts() == [HOST], run.stdout
+    text = run.failure_text(HOST)
+    assert "could not pull twin-registry:5000/ascend/vllm-ascend:%s after 2 attempts" % tag in text, text
+    assert fleet[HOST].inspect(NAME)["Id"] == before and serves(fleet, HOST)
+    assert fleet[HOST].docker("image", "inspect", "quay.io/ascend/vllm-ascend:" + tag, check=False).returncode != 0
+    again = fleet.play("--tags", "image", "--limit", HOST, *pull_settings)
+    assert again.rc == 0, again.stdout
+    fleet[HOST].docker("rmi", "quay.io/ascend/vllm-ascend:" + tag, "twin-registry:5000/ascend/vllm-ascend:" + tag)
+
+
+# Twelve short groups on one instance, followed every 2 s: a second or two a group on the twin, time enough to act
+# after the first group's record and more than a page of records after it (a record is under 1 kB).
+TWELVE_GROUPS = {"vllm_bench_preset": "twelve", "vllm_bench_poll_interval": 2, "vllm_bench_presets": {"twelve": {
+    "image_sizes": ["640x480"], "max_tokens": [16, 32], "concurrency": [1, 2, 3, 4, 5, 6], "requests_per_group": 6}}}
+EVERY_GROUP = sorted((tokens, users) for tokens in (16, 32) for users in range(1, 7))
+
+
+def group_lines(text):
+    """The whole group records of a results file's text (answer checks and a line cut mid-write left out)."""
+    records = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if "concurrency" in record and "answer_check" not in record:
+            records.append(record)
+    return records
+
+
+def benchmark_settings(tmp_path, results_dir, **more):
+    settings = tmp_path / ("bench-%d.json" % len(list(tmp_path.glob("bench-*.json"))))
+    settings.write_text(json.dumps(dict(TWELVE_GROUPS, vllm_bench_results_dir=results_dir,
+                                        vllm_bench_reports_dir=str(tmp_path / "reports"), **more)))
+    return "@%s" % settings
+
+
+def test_a_full_disk_during_a_results_write_loses_no_recorded_group_and_a_resume_finishes(fleet, tmp_path):
+    """The results folder fills up after the first group is recorded: the run fails at the next record's write,
+    at once (not after the stall limit), naming the file, the cause and the fix. Nothing lost means the lines
+    recorded before stay as they were, and the resume measures only the groups missing, each once."""
+    host, folder = fleet[HOST], "/var/lib/vllm-bench-small"
+    results = "%s/%s.jsonl" % (folder, NAME)
+    # A full tmpfs still takes what fits in the results file's last page: twelve groups write more than that.
+    host.exec("sh", "-c", "mkdir -p %s && mount -t tmpfs -o size=1m bench-disk %s" % (folder, folder))
+    try:
+        started = fleet.start("--limit", HOST, "-e", benchmark_settings(tmp_path, folder),
+                              playbook="playbooks/benchmark.yml")
+        wait_until(lambda: host.exists(results) and group_lines(host.read_text(results)), "the first group's record")
+        host.exec("sh", "-c", "dd if=/dev/zero of=%s/fill bs=4k 2>/dev/null; true" % folder)
+        run = started.wait()
+        assert run.rc != 0 and run.failed_hosts() == [HOST], run.stdout
+        text = run.failure_text(HOST)
+        assert "could not be written (No space left on device)" in text and "vllm_bench_resume=true" in text, text
+        recorded = host.read_text(results)
+        done_before = group_lines(recorded)
+        assert done_before and len(done_before) < 12
+        host.exec("rm", "%s/fill" % folder)
+        resumed = fleet.play("--limit", HOST, "-e", benchmark_settings(tmp_path, folder, vllm_bench_resume=True),
+                             playbook="playbooks/benchmark.yml")
+        assert resumed.rc == 0, resumed.stdout
+        final = host.read_text(results)
+        assert final.startswith(recorded.rsplit("\n", 1)[0]), "a line recorded before the disk filled changed"
+        assert sorted((r["max_tokens"], r["concurrency"]) for r in group_lines(final)) == EVERY_GROUP
+    finally:
+        host.exec("umount", folder, check=False)
+
+
+def test_a_host_rebooted_mid_benchmark_then_resumed_loses_no_recorded_group(fleet, tmp_path):
+    """The host reboots after the first group is recorded: the run ends for it, with what it measured while its
+    server went down recorded as unreliable. Once the instance serves again, the resume measures the groups
+    missing and the unreliable ones. Nothing lost means every group measured well before the reboot stays as it
+    was (each record is on disk before the next group starts), and every group ends with a reliable record."""
+    host, folder = fleet[HOST], "/var/lib/vllm-bench-reboot"
+    results = "%s/%s.jsonl" % (folder, NAME)
+    started = fleet.start("--limit", HOST, "-e", benchmark_settings(tmp_path, folder),
+                          playbook="playbooks/benchmark.yml")
+    wait_until(lambda: host.exists(results) and group_lines(host.read_text(results)), "the first group's record")
+    host.exec("shutdown", "-r", "now")
+    try:
+        started.wait()  # it fails, or ends with the groups measured against a server going down marked unreliable
+    finally:
+        wait_until(lambda: serves_now(fleet, HOST), "the instance serves again after the reboot", timeout=600)
+    measured_well = [record for record in group_lines(host.read_text(results)) if not record.get("unreliable")]
+    assert measured_well and len(measured_well) < 12
+    resumed = fleet.play("--limit", HOST, "-e", benchmark_settings(tmp_path, folder, vllm_bench_resume=True),
+                         playbook="playbooks/benchmark.yml")
+    assert resumed.rc == 0, resumed.stdout
+    final = group_lines(host.read_text(results))
+    assert all(record in final for record in measured_well), "a group measured before the reboot changed"
+    latest = {(record["max_tokens"], record["concurrency"]): record for record in final}  # a later line wins
+    assert sorted(latest) == EVERY_GROUP and not [key for key, r in latest.items() if r.get("unreliable")]
+    keys = [(record["max_tokens"], record["concurrency"]) for record in final]
+    assert all(keys.count((r["max_tokens"], r["concurrency"])) == 1 for r in measured_well), "measured again"
+    host.exec("rm", "-rf", folder)
