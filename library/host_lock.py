@@ -22,7 +22,8 @@ description:
   - Taking the lock a run already holds changes nothing. A lock another run holds fails the task, naming that run
     and how long it has held the lock, unless C(break_lock), C(take_over_from) names that run, or it is older than
     C(stale_after_s); a lock taken over is named in a warning.
-  - The lock is made with an exclusive create, so of two runs that take it at once exactly one gets it.
+  - The lock is read, decided on and written under an exclusive lock on its folder (flock), so of two runs that
+    take it at once, or take over the same stale lock, exactly one gets it.
   - With C(state=absent) the lock is let go, only when this run holds it.
   - The C(ascend.fleet.host_lock) action names the run (the controller, its user and the C(ansible-playbook)
     process) and, when the holder is a run of the same controller whose process has ended (a run killed or
@@ -113,6 +114,8 @@ taken_over:
   type: dict
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import time
@@ -123,6 +126,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import 
 from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import remove, write_atomically
 
 MAX_LOCK_BYTES = 65536
+GUARD_ATTEMPTS = 100  # tries of the folder's lock, 0.1 s apart
 
 
 class Held(OptionError):
@@ -170,66 +174,71 @@ def duration(seconds):
     return "%.1f h" % (seconds / 3600.0)
 
 
-def create_exclusively(path, content):
-    """The lock written whole, only where none exists: written beside it, then linked to its name (link fails when
-    the name exists, so of two runs exactly one gets it). False when another run made it first."""
-    folder = os.path.dirname(path) or "."
+@contextlib.contextmanager
+def guarded(folder, check_mode):
+    """Read, decide and write under an exclusive lock on the lock's folder, so that two runs taking the lock (or
+    taking it over) at once, or one taking it while another lets it go, do so one after the other. It is held for
+    milliseconds; a check run, which writes nothing, reads without it."""
+    if check_mode:
+        yield
+        return
     os.makedirs(folder, mode=0o755, exist_ok=True)
-    temporary = "%s.%d.tmp" % (path, os.getpid())
-    write_atomically(temporary, content, 0o644)
+    descriptor = os.open(folder, os.O_RDONLY)
     try:
-        os.link(temporary, path)
-    except FileExistsError:
-        return False
+        for _attempt in range(GUARD_ATTEMPTS):
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.1)
+        else:
+            raise OptionError("the folder %s stayed locked for %d s by another process: no run could take or let go "
+                              "of this host's lock. Fix: find it (fuser %s), then run again"
+                              % (folder, GUARD_ATTEMPTS // 10, folder))
+        yield
     finally:
-        remove(temporary)
-    return True
+        os.close(descriptor)
 
 
 def take(params, check_mode, now):
     """(changed, holder, taken_over)."""
     path, run = params["path"], dict(params["run"])
     mine = dict(run, acquired_at=now)
-    content = json.dumps(mine, sort_keys=True) + "\n"
-    try:
-        holder = read_holder(path)
-    except OptionError:
-        if not params["break_lock"]:
-            raise
-        holder = {"id": "(a file that is no lock)", "acquired_at": now}
-    if holder is None:
-        if check_mode:
-            return True, mine, None
-        if create_exclusively(path, content):
-            return True, mine, None
-        holder = read_holder(path)  # another run made it between the read and the create
-    if holder["id"] == run["id"]:
-        return False, holder, None
-    stale = params["stale_after_s"] and now - holder["acquired_at"] > params["stale_after_s"]
-    if not (params["break_lock"] or holder["id"] == params["take_over_from"] or stale):
-        raise Held("this host is being changed by another run: %s. Two runs at once would stop, start and restore "
-                   "the same containers. Fix: wait for that run to end. If it has ended without letting the lock "
-                   "go (its controller lost, the run killed), run again with -e fleet_lock_break=true, or remove "
-                   "%s on this host" % (describe(holder, now), path), dict(holder, held_s=now - holder["acquired_at"]))
-    if not check_mode:
-        write_atomically(path, content, 0o644)
+    with guarded(os.path.dirname(path) or ".", check_mode):
+        try:
+            holder = read_holder(path)
+        except OptionError:
+            if not params["break_lock"]:
+                raise
+            holder = {"id": "(a file that is no lock)", "acquired_at": now}
+        if holder is not None and holder["id"] == run["id"]:
+            return False, holder, None
+        if holder is not None:
+            stale = params["stale_after_s"] and now - holder["acquired_at"] > params["stale_after_s"]
+            if not (params["break_lock"] or holder["id"] == params["take_over_from"] or stale):
+                raise Held("this host is being changed by another run: %s. Two runs at once would stop, start and "
+                           "restore the same containers. Fix: wait for that run to end. If it has ended without "
+                           "letting the lock go (its controller lost, the run killed), run again with "
+                           "-e fleet_lock_break=true, or remove %s on this host" % (describe(holder, now), path),
+                           dict(holder, held_s=now - holder["acquired_at"]))
+        if not check_mode:
+            write_atomically(path, json.dumps(mine, sort_keys=True) + "\n", 0o644)
     return True, mine, holder
 
 
 def let_go(params, check_mode):
     path = params["path"]
-    try:
-        holder = read_holder(path)
-    except OptionError:
-        return False, None  # not a lock this module wrote: left for the next take to name
-    if holder is None or holder["id"] != params["run"]["id"]:
-        return False, holder
-    if not check_mode:
-        remove(path)
+    if not os.path.exists(path):
+        return False, None
+    with guarded(os.path.dirname(path) or ".", check_mode):
         try:
-            os.rmdir(os.path.dirname(path))  # the folder was made for the lock; one holding anything else stays
-        except OSError:
-            pass
+            holder = read_holder(path)
+        except OptionError:
+            return False, None  # not a lock this module wrote: left for the next take to name
+        if holder is None or holder["id"] != params["run"]["id"]:
+            return False, holder
+        if not check_mode:
+            remove(path)
     return True, None
 
 
@@ -271,10 +280,10 @@ def main():
     except Exception as error:  # anything unforeseen still says what was being done, not a traceback
         module.fail_json(msg=unexpected_failure("taking or letting go of the host's lock", error))
     if taken_over:
-        module.warn("took over the lock of %s: %s" % (
-            "a run that ended" if params["take_over_from"] == taken_over["id"] else
-            "a run held past stale_after_s" if not params["break_lock"] else "a run, as fleet_lock_break asked",
-            describe(taken_over, time.time())))
+        whose = ("a run that ended" if params["take_over_from"] == taken_over["id"] else
+                 "a run, as fleet_lock_break asked" if params["break_lock"] else "a run held past stale_after_s")
+        module.warn("%s the lock of %s: %s" % ("would take over" if module.check_mode else "took over", whose,
+                                               describe(taken_over, time.time())))
     module.exit_json(changed=changed, holder=holder, taken_over=taken_over)
 
 

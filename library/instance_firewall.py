@@ -20,10 +20,11 @@ description:
     sees it, so a rule there, or in a host firewall that only knows INPUT, does not hold. Docker's own
     C(DOCKER-USER) chain is the place for it; this module keeps a chain of its own (C(chain)), jumped to first
     from C(DOCKER-USER), that lets the C(sources) through to the C(ports) and answers any other source with a TCP
-    reset. Ports are matched as published (conntrack's original destination port), whatever address the
-    container has.
-  - The host itself always reaches its instances (its own connections are not forwarded), as do the readiness
-    checks and the benchmark, which run on it.
+    reset. Ports are matched as published (the connections Docker's publishing forwarded, by their original
+    destination port), whatever address the container has; a container's own connections out are left alone.
+  - The host's own processes always reach its instances (their connections are not forwarded), as do the
+    readiness checks and the benchmark, which run on it; another container on the host that connects to a
+    published port is a source like any other.
   - The rules are kept in C(rules_file) (C(iptables-restore) format). Where systemd runs, the unit in
     C(unit_file), wanted by and ordered before C(docker.service), puts them back at every boot before the
     engine starts a container.
@@ -105,7 +106,8 @@ rules:
   returned: always
   type: list
   elements: str
-  sample: ["-A ASCEND-FLEET -s 10.0.8.20/32 -p tcp -m conntrack --ctorigdstport 8000 --ctdir ORIGINAL -j RETURN"]
+  sample:
+    - -A ASCEND-FLEET -s 10.0.8.20/32 -p tcp -m conntrack --ctstate DNAT --ctorigdstport 8000 --ctdir ORIGINAL -j RETURN
 sources:
   description: The IPv4 networks the sources resolved to.
   returned: always
@@ -127,7 +129,7 @@ import subprocess
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError, unexpected_failure
-from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import remove, write_atomically
+from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import read_text, remove, write_atomically
 
 DOCKER_CHAIN = "DOCKER-USER"
 SYSTEMD_RUNNING = "/run/systemd/system"  # what sd_booted() checks
@@ -194,6 +196,10 @@ def resolve(sources):
         except ValueError:
             network = None
         if network is not None:
+            if network.prefixlen == 0:
+                raise OptionError("sources: %r is every address; expected the machines that may reach the instances. "
+                                  "Fix: set vllm_server_firewall false to leave the ports open to every address"
+                                  % text)
             if network.version != 4:
                 raise OptionError("sources: %r is IPv6; expected IPv4 addresses or networks, as the instances are "
                                   "published on IPv4. Fix: list the gateway's IPv4 address" % text)
@@ -212,10 +218,12 @@ def resolve(sources):
 
 def wanted_rules(chain, ports, networks):
     """The chain's rules in the form iptables -S prints them: for each port, each source let through (RETURN goes
-    on to Docker's rules), then any other source reset. --ctdir ORIGINAL: the answers going back are left alone."""
+    on to Docker's rules), then any other source reset. --ctstate DNAT: only connections Docker's publishing
+    forwarded to a container (a container's own connection out to another host's port 8000 is not one);
+    --ctdir ORIGINAL: the answers going back are left alone."""
     rules = []
     for port in ports:
-        match = "-p tcp -m conntrack --ctorigdstport %d --ctdir ORIGINAL" % port
+        match = "-p tcp -m conntrack --ctstate DNAT --ctorigdstport %d --ctdir ORIGINAL" % port
         rules += ["-A %s -s %s %s -j RETURN" % (chain, network, match) for network in networks]
         rules.append("-A %s %s -j REJECT --reject-with tcp-reset" % (chain, match))
     return rules
@@ -241,17 +249,11 @@ def unit_text(iptables, chain, rules_file):
         "[Unit]\n",
         "Description=Only the fleet's gateways reach the vLLM instances (%s)\n" % chain,
         "Before=%s\n" % UNIT_WANTED_BY,
+        # firewalld (iptables backend) flushes the tables when it starts: the rules go in after it.
+        "After=firewalld.service\n",
         "\n[Service]\n", "Type=oneshot\n", "RemainAfterExit=yes\n",
         "ExecStart=/bin/sh -c '%s'\n" % script,
         "\n[Install]\n", "WantedBy=%s\n" % UNIT_WANTED_BY])
-
-
-def read_text(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
 
 
 class Firewall:
@@ -276,12 +278,16 @@ class Firewall:
 
     def present(self, rules):
         first = self.iptables.jumps_first(self.chain)
+        if first is None and self.check_mode:
+            self.changed = True  # a host whose engine a check run did not start yet: the rules would be made
+            return
         if first is None:
             raise OptionError("the host has no %s chain: its Docker engine does not manage iptables (iptables false "
-                              "in /etc/docker/daemon.json, or the engine not started), so the instances' ports "
-                              "cannot be guarded. Fix: let Docker manage iptables (remove \"iptables\": false) and "
-                              "restart it, or set vllm_server_firewall false and guard the ports another way"
-                              % DOCKER_CHAIN)
+                              "in /etc/docker/daemon.json, or the engine not started), or it uses the other iptables "
+                              "(iptables-legacy -S DOCKER-USER shows it), so the instances' ports cannot be guarded. "
+                              "Fix: let Docker manage iptables (remove \"iptables\": false) and restart it, point "
+                              "the iptables option at the engine's iptables, or set vllm_server_firewall false and "
+                              "guard the ports another way" % DOCKER_CHAIN)
         text = rules_file_text(self.chain, rules)
         if self.iptables.chain_rules(self.chain) != rules:
             self.change(self.iptables.must, "--noflush", stdin=text, command=self.iptables.restore)
@@ -290,11 +296,11 @@ class Firewall:
             while self.iptables.run("-C", DOCKER_CHAIN, "-j", self.chain)[0] == 0 and not self.check_mode:
                 self.iptables.must("-D", DOCKER_CHAIN, "-j", self.chain)
             self.change(self.iptables.must, "-I", DOCKER_CHAIN, "1", "-j", self.chain)
-        if read_text(self.params["rules_file"]) != text:
+        if read_text(self.params["rules_file"], None) != text:
             self.change(self.write, self.params["rules_file"], text)
         if self.systemd:
             unit = unit_text(self.iptables, self.chain, self.params["rules_file"])
-            if read_text(self.params["unit_file"]) != unit or os.path.realpath(self.link) != os.path.realpath(
+            if read_text(self.params["unit_file"], None) != unit or os.path.realpath(self.link) != os.path.realpath(
                     self.params["unit_file"]) or not os.path.islink(self.link):
                 self.change(self.install_unit, unit)
 
@@ -331,8 +337,9 @@ class Firewall:
             subprocess.run(["systemctl", "daemon-reload"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            stdin=subprocess.DEVNULL, check=True, timeout=60)
         except (OSError, subprocess.SubprocessError) as error:
-            raise OptionError("systemctl daemon-reload failed (%s): the unit %s is written but systemd has not read "
-                              "it. Fix: run systemctl daemon-reload on the host" % (error, UNIT_WANTED_BY)) from None
+            raise OptionError("systemctl daemon-reload failed (%s): systemd has not read the change to its units "
+                              "(ascend-fleet's firewall unit). Fix: run systemctl daemon-reload on the host"
+                              % error) from None
 
 
 def check_options(params):
@@ -354,7 +361,8 @@ def check_options(params):
                               "Fix: list them in vllm_server_allowed_sources, or set vllm_server_firewall false to "
                               "leave the ports open to every address")
     if params["timeout"] < 1:
-        raise OptionError("timeout: %s; expected at least 1 second" % params["timeout"])
+        raise OptionError("timeout: %s; expected at least 1 second. Fix: give the seconds each iptables call may "
+                          "take (30 by default)" % params["timeout"])
 
 
 def main():

@@ -34,11 +34,21 @@ def this_run(play):
 
 
 def ended_here(holder, controller):
-    """Whether the holder is a run of this controller whose process is gone (or is another process now)."""
+    """Whether the holder is a run of this controller whose process is gone (or is another process now, when its
+    start time can be read: /proc may hide other users' processes, and macOS has none)."""
     if not holder or holder.get("controller") != controller or not isinstance(holder.get("pid"), int):
         return False
     pid = holder["pid"]
-    return pid <= 0 or holder.get("id") != "%s:%d:%s" % (controller, pid, process_start(pid))
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # another user's process: it runs
+    started = process_start(pid)
+    return bool(started) and holder.get("id") != "%s:%d:%s" % (controller, pid, started)
 
 
 class ActionModule(ActionBase):

@@ -216,9 +216,7 @@ def test_a_gateway_that_cannot_be_reached_stops_a_replacement_before_anything_ch
     finally:
         fleet[GATEWAY].exec("iptables", "-D", *cut, check=False)
     assert run.rc != 0 and run.failed_hosts() == [HOST_A], run.stdout
-    failures = [event["event_data"]["res"].get("msg", "") for event in run.events
-                if event.get("event") == "runner_on_failed" and event["event_data"].get("host") == HOST_A]
-    message = failures[0]
+    message = run.failure_text(HOST_A)
     assert "gateway %s cannot be reached" % GATEWAY in message and "Nothing was replaced" in message, message
     after = fleet[HOST_A].inspect(NAME)
     assert after["Id"] == before["Id"] and after["Config"]["Env"] == before["Config"]["Env"]

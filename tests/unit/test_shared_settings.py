@@ -1,4 +1,5 @@
 """Settings shared by several phases have one home, the fleet role, and no role repeats one as a fallback."""
+import json
 import re
 
 import pytest
@@ -80,3 +81,27 @@ def test_the_gateway_rows_the_report_finds_are_the_ones_the_benchmark_records():
 
     role_vars = yaml.safe_load((REPO / "roles/vllm_bench/vars/main.yml").read_text())
     assert role_vars["vllm_bench_gateway_instance"] == report.GATEWAY_INSTANCE
+
+
+def blocks(tasks):
+    for task in tasks or []:
+        if "block" in task:
+            yield task
+            yield from blocks(task["block"])
+
+
+@pytest.mark.parametrize("playbook", ["deploy.yml", "driver.yml", "teardown.yml", "host_tuning.yml"])
+def test_a_host_that_fails_is_one_max_fail_percentage_counts(playbook):
+    """Each play that holds the hosts' lock lets it go in a rescue that fails the host again, and after the block
+    on success. An `always:` section would leave a failed host a task to run, which max_fail_percentage does not
+    count: a rollout would go on to its next batch whatever failed in this one."""
+    for play in yaml.safe_load((REPO / "playbooks" / playbook).read_text()):
+        locked = [block for block in blocks(play.get("tasks")) if "lock.yml" in json.dumps(block["block"][:1])]
+        if not locked:
+            continue
+        (block,) = locked
+        assert "always" not in block and "unlock_after_failure.yml" in json.dumps(block["rescue"]), playbook
+        assert "unlock.yml" in json.dumps(play["tasks"][play["tasks"].index(block) + 1]), playbook
+        break
+    else:
+        pytest.fail("%s: no play takes the hosts' lock" % playbook)

@@ -48,7 +48,7 @@ def test_only_the_sources_reach_each_port_and_a_second_run_changes_nothing(host)
     result = guard(host, ports=[8001, 8000], sources=["10.0.8.20", "10.1.0.0/16"])
     assert result["changed"] is True and result["persisted"] is True
     assert result["sources"] == ["10.0.8.20/32", "10.1.0.0/16"]
-    match = "-p tcp -m conntrack --ctorigdstport %d --ctdir ORIGINAL"
+    match = "-p tcp -m conntrack --ctstate DNAT --ctorigdstport %d --ctdir ORIGINAL"
     assert chains(host)[CHAIN] == [
         "-s 10.0.8.20/32 %s -j RETURN" % (match % 8000), "-s 10.1.0.0/16 %s -j RETURN" % (match % 8000),
         "%s -j REJECT --reject-with tcp-reset" % (match % 8000),
@@ -97,7 +97,10 @@ def test_absent_removes_the_jump_the_chain_the_rules_and_the_unit_then_changes_n
 
 def test_an_engine_that_manages_no_iptables_is_named_with_the_fix(host):
     (host / "filter.json").write_text("{}")
-    assert_refused(guard(host, ports=[8000], sources=["10.0.8.20"]), "no DOCKER-USER chain", '"iptables": false')
+    assert_refused(guard(host, ports=[8000], sources=["10.0.8.20"]), "no DOCKER-USER chain", '"iptables": false',
+                   "iptables-legacy")
+    # A check run on a host whose engine the check run did not start yet: the rules would be made.
+    assert guard(host, check_mode=True, ports=[8000], sources=["10.0.8.20"])["changed"] is True
     assert chains(host) == {}
 
 
@@ -105,11 +108,13 @@ def test_an_engine_that_manages_no_iptables_is_named_with_the_fix(host):
     ({"ports": [], "sources": ["10.0.8.20"]}, "ports: empty"),
     ({"ports": [8000], "sources": []}, "sources: empty"),
     ({"ports": [8000], "sources": ["fd00::1"]}, "is IPv6"),
+    ({"ports": [8000], "sources": ["0.0.0.0/0"]}, "is every address"),
     ({"ports": [8000], "sources": ["gateway.invalid"]}, "'gateway.invalid' is no IPv4 address"),
     ({"ports": [8000], "sources": ["10.0.8.20"], "chain": "DOCKER-USER"}, "no chain name this module can own"),
     ({"ports": [8000], "sources": ["10.0.8.20"], "chain": "-j ACCEPT"}, "no chain name this module can own"),
     ({"ports": [8000], "sources": ["10.0.8.20"], "iptables": "/nonexistent/iptables"}, "no such command"),
-], ids=["no ports", "no sources", "IPv6", "unresolvable", "Docker's chain", "option-like chain", "no iptables"])
+], ids=["no ports", "no sources", "IPv6", "every address", "unresolvable", "Docker's chain", "option-like chain",
+        "no iptables"])
 def test_what_it_cannot_use_is_refused_and_nothing_changes(host, args, expected):
     assert_refused(guard(host, **args), expected)
     assert chains(host) == {"DOCKER-USER": ["-j RETURN"]}
