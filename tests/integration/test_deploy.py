@@ -19,7 +19,7 @@ from hub_server import Hub
 from twin import hosts, lifecycle
 from twin.lifecycle import Twin
 from twin.shell import docker
-from twin_fleet import CONFIG_DIR, MODEL, serves, wait_until
+from twin_fleet import CONFIG_DIR, MODEL, serves
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as PORT
 
@@ -143,57 +143,6 @@ def test_a_replacement_interrupted_while_waiting_is_put_back_by_the_next_run(fle
     assert fleet.restore() is None, "the rollback left the host as before the change"
     code, output = fleet.verify(hosts=[B])
     assert code == 0, output
-
-
-LOCK = "/var/lib/ascend-fleet/lock"
-
-
-def test_a_second_run_on_a_host_another_run_changes_is_refused_and_touches_nothing(fleet, deployed):
-    """Two runs at once on one host would each stop, start and restore the same containers. The second is
-    refused at its first task, naming the first and how long it has held the host; nothing lost means the first
-    run's change stands as it made it, and the lock goes when it ends."""
-    slow = {"vllm_server_extra_env": {"VLLM_TWIN_LOAD_S": "20", "LOCK_TEST": "1"}}
-    first = fleet.start("--tags", "server", "--limit", B, **{B: slow})
-    wait_until(lambda: fleet[B].exists(LOCK), "the first run takes the lock")
-    second = fleet.play("--tags", "server", "--limit", B)
-    done = first.wait()
-    assert second.rc != 0 and second.failed_hosts() == [B]
-    text = second.failure_text(B)
-    assert "being changed by another run" in text and "Deploy vLLM-Ascend" in text and "holding it for" in text, text
-    assert second.results("Decide whether to keep, start or replace each instance") == {}, "it touched nothing"
-    assert done.rc == 0, done.stdout
-    assert "LOCK_TEST=1" in fleet[B].inspect(NAME)["Config"]["Env"] and serves(fleet, B)
-    assert not fleet[B].exists(LOCK)
-    fleet.restore()
-
-
-def test_an_ssh_cut_mid_server_phase_is_recovered_by_the_next_run(fleet, deployed):
-    """The connection to the host is cut while its replacement loads: the run fails for that host, which keeps
-    the container set aside, the loading one and the run's lock. The next run, from this controller, takes the
-    lock of the run that ended and finishes the replacement; nothing lost means one serving container of the new
-    spec, none set aside, the host's files those of the new spec, and no lock left."""
-    host = fleet[B]
-    changed = {"vllm_server_extra_env": {"VLLM_TWIN_LOAD_S": "30", "CUT_TEST": "1"}}
-    cut = ["INPUT", "-p", "tcp", "--dport", "22", "-j", "REJECT", "--reject-with", "tcp-reset"]
-    started = fleet.start("--tags", "server", "--limit", B, **{B: changed})
-    try:
-        wait_until(lambda: host.inspect(NAME + "-previous") is not None, "the serving container is set aside")
-        host.exec("iptables", "-I", *cut)
-        host.exec("pkill", "-f", "sshd: ops", check=False)   # the connections open now, Ansible's kept one too
-        interrupted = started.wait()
-    finally:
-        host.exec("iptables", "-D", *cut, check=False)
-    assert interrupted.rc != 0 and B in interrupted.stats.get("dark", {}), interrupted.stdout
-    assert host.exists(LOCK) and host.inspect(NAME + "-previous") is not None
-
-    run = fleet.play("--tags", "server", "--limit", B, **{B: changed})
-    assert run.rc == 0, run.stdout
-    assert "took over the lock of a run that ended" in json.dumps(
-        run.results("Take the host's lock, so that no other run changes it meanwhile")[B])
-    assert "CUT_TEST=1" in host.inspect(NAME)["Config"]["Env"] and serves(fleet, B)
-    assert host.inspect(NAME + "-previous") is None and not host.exists(LOCK)
-    assert "CUT_TEST" in host.read_text("%s/%s.sh" % (CONFIG_DIR, NAME))
-    fleet.restore()
 
 
 def test_a_previous_container_that_no_longer_serves_is_reported_as_such(fleet, deployed):

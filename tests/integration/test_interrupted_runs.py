@@ -1,5 +1,6 @@
-"""Runs cut short by what fails around them, on the shared single host: the registry gone mid-pull, a full disk
-while the benchmark writes its results, the host rebooted mid-benchmark. Each test says what "nothing lost" means
+"""Runs cut short or overlapping, on the shared single host: a second run while one changes the host, the SSH
+connection cut mid-server-phase, the registry gone mid-pull, a full disk while the benchmark writes its results,
+the host rebooted mid-benchmark. Each test says what "nothing lost" means
 there and asserts it, then leaves the host as the deploy did."""
 import json
 import os
@@ -9,17 +10,66 @@ import pytest
 from twin import lifecycle
 from twin.lifecycle import Twin
 from twin.shell import docker
+from twin_fleet import CONFIG_DIR, serves, serves_now, wait_until
 from twin_fleet import DEFAULT_CONTAINER as NAME
-from twin_fleet import serves, serves_now, wait_until
 
 pytestmark = pytest.mark.docker
 HOST = "npu-c"  # the shared single host
 TAG = "v0.18.0rc1-310p"
+LOCK = "/var/lib/ascend-fleet/lock"  # fleet_lock_file's default
 
 
 @pytest.fixture
 def fleet(shared_single):
     return shared_single
+
+
+def test_a_second_run_on_a_host_another_run_changes_is_refused_and_touches_nothing(fleet):
+    """Two runs at once on one host would each stop, start and restore the same containers. The second is
+    refused at the deploy play's first task, naming the first and how long it has held the host; nothing lost
+    means the first run's change stands as it made it, and the lock goes when it ends."""
+    slow = {"vllm_server_extra_env": {"VLLM_TWIN_LOAD_S": "20", "LOCK_TEST": "1"}}
+    first = fleet.start("--tags", "server", "--limit", HOST, **{HOST: slow})
+    wait_until(lambda: fleet[HOST].exists(LOCK), "the first run takes the lock")
+    second = fleet.play("--tags", "server", "--limit", HOST)
+    done = first.wait()
+    assert second.rc != 0 and second.failed_hosts() == [HOST]
+    text = second.failure_text(HOST)
+    assert "being changed by another run" in text and "Deploy vLLM-Ascend" in text and "holding it for" in text, text
+    assert second.results("Decide whether to keep, start or replace each instance") == {}, "it touched nothing"
+    assert done.rc == 0, done.stdout
+    assert "LOCK_TEST=1" in fleet[HOST].inspect(NAME)["Config"]["Env"] and serves(fleet, HOST)
+    assert not fleet[HOST].exists(LOCK)
+    fleet.restore()
+
+
+def test_an_ssh_cut_mid_server_phase_is_recovered_by_the_next_run(fleet):
+    """The connection to the host is cut while its replacement loads: the run fails for that host, which keeps
+    the container set aside, the loading one and the run's lock. The next run, from this controller, takes the
+    lock of the run that ended and finishes the replacement; nothing lost means one serving container of the new
+    spec, none set aside, the host's files those of the new spec, and no lock left."""
+    host = fleet[HOST]
+    changed = {"vllm_server_extra_env": {"VLLM_TWIN_LOAD_S": "30", "CUT_TEST": "1"}}
+    cut = ["INPUT", "-p", "tcp", "--dport", "22", "-j", "REJECT", "--reject-with", "tcp-reset"]
+    started = fleet.start("--tags", "server", "--limit", HOST, **{HOST: changed})
+    try:
+        wait_until(lambda: host.inspect(NAME + "-previous") is not None, "the serving container is set aside")
+        host.exec("iptables", "-I", *cut)
+        host.exec("pkill", "-f", "sshd: ops", check=False)   # the connections open now, Ansible's kept one too
+        interrupted = started.wait()
+    finally:
+        host.exec("iptables", "-D", *cut, check=False)
+    assert interrupted.rc != 0 and HOST in interrupted.stats.get("dark", {}), interrupted.stdout
+    assert host.exists(LOCK) and host.inspect(NAME + "-previous") is not None
+
+    run = fleet.play("--tags", "server", "--limit", HOST, **{HOST: changed})
+    assert run.rc == 0, run.stdout
+    assert "took over the lock of a run that ended" in json.dumps(
+        run.results("Take the host's lock, so that no other run changes it meanwhile")[HOST])
+    assert "CUT_TEST=1" in host.inspect(NAME)["Config"]["Env"] and serves(fleet, HOST)
+    assert host.inspect(NAME + "-previous") is None and not host.exists(LOCK)
+    assert "CUT_TEST" in host.read_text("%s/%s.sh" % (CONFIG_DIR, NAME))
+    fleet.restore()
 
 
 def test_the_registry_gone_mid_pull_fails_the_pull_and_leaves_the_host_as_it_was(fleet):
@@ -35,8 +85,10 @@ def test_the_registry_gone_mid_pull_fails_the_pull_and_leaves_the_host_as_it_was
     before = fleet[HOST].inspect(NAME)["Id"]
     pull_settings = ("-e", "fleet_image_tag=%s" % tag, "-e", "vllm_image_pull_retries=2", "-e",
                      "vllm_image_pull_delay=0.1")
+    # Docker retries a layer whose connection broke for about a minute: an attempt ends sooner here.
+    cut_short = pull_settings + ("-e", "vllm_image_pull_timeout=20")
     state = twin.load_state()
-    started = fleet.start("--tags", "image,server", "--limit", HOST, *pull_settings)
+    started = fleet.start("--tags", "image,server", "--limit", HOST, *cut_short)
     try:
         wait_until(lambda: fleet[HOST].exec("pgrep", "-f", "docker pull", check=False).returncode == 0,
                    "the host's pull starts")
