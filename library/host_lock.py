@@ -182,22 +182,33 @@ def guarded(folder, check_mode):
     if check_mode:
         yield
         return
-    os.makedirs(folder, mode=0o755, exist_ok=True)
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        for _attempt in range(GUARD_ATTEMPTS):
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                time.sleep(0.1)
-        else:
-            raise OptionError("the folder %s stayed locked for %d s by another process: no run could take or let go "
-                              "of this host's lock. Fix: find it (fuser %s), then run again"
-                              % (folder, GUARD_ATTEMPTS // 10, folder))
-        yield
-    finally:
-        os.close(descriptor)
+    for _attempt in range(GUARD_ATTEMPTS):
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            time.sleep(0.1)
+            continue
+        try:
+            # The run that held it may have removed the folder (let_go): then this is no lock on the folder at the
+            # path any more, and it is taken again.
+            held, there = os.fstat(descriptor), os.stat(folder)
+        except FileNotFoundError:
+            os.close(descriptor)
+            continue
+        if (held.st_dev, held.st_ino) != (there.st_dev, there.st_ino):
+            os.close(descriptor)
+            continue
+        try:
+            yield
+        finally:
+            os.close(descriptor)
+        return
+    raise OptionError("the folder %s stayed locked for %d s by another process: no run could take or let go of "
+                      "this host's lock. Fix: find it (fuser %s), then run again" % (folder, GUARD_ATTEMPTS // 10,
+                                                                                     folder))
 
 
 def take(params, check_mode, now):
@@ -239,6 +250,10 @@ def let_go(params, check_mode):
             return False, holder
         if not check_mode:
             remove(path)
+            try:
+                os.rmdir(os.path.dirname(path))  # made for the lock; a folder holding anything else stays
+            except OSError:
+                pass
     return True, None
 
 

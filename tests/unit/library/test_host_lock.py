@@ -42,7 +42,7 @@ def test_a_second_run_is_refused_naming_the_holder_and_its_age_and_the_holder_go
     assert run(lock, "ops-02:777:200", state="absent")["changed"] is False, "only the holder lets it go"
     assert lock.read_text() == held
     assert run(lock, "ops-01:4242:100", state="absent")["changed"] is True
-    assert not lock.exists()
+    assert not lock.exists() and not lock.parent.exists(), "the folder made for it goes with it"
     assert run(lock, "ops-02:777:200").get("failed") is not True
 
 
