@@ -285,6 +285,31 @@ answer_checks:
       failure: "the answer check (known) failed: asked ... got \"!!!!!!!!\" (degenerate: ...)"
       asked: []
       checked_at: 1796000000.0
+ansible_facts:
+  description:
+    - The run as facts of the host, so later tasks and plays read it as C(ansible_facts.vllm_benchmark); none in
+      check mode. The vllm_bench role also keeps each instance's last run on the host as a local fact
+      (M(ascend.fleet.vllm_bench_facts)).
+  returned: success, not in check mode
+  type: dict
+  contains:
+    vllm_benchmark:
+      description: The endpoint, model and results file measured, C(finished_at) (Unix time), the records of
+        RV(groups), RV(answer_checks) and C(summary).
+      type: dict
+      contains:
+        summary:
+          description:
+            - The key figures for each image size and output length (C(summary) of
+              C(module_utils/bench_record.py)) - C(peak_output_tokens_per_s), the C(peak_concurrency) it was reached
+              at and its C(peak_p95_latency_s); C(lowest_concurrency_p95_latency_s) and
+              C(lowest_concurrency_p95_ttft_s), one user's. Unreliable groups are left out.
+          type: list
+          elements: dict
+          sample:
+            - {image_size: 640x480, max_tokens: 32, groups: 2, peak_output_tokens_per_s: 242.9, peak_concurrency: 8,
+               peak_p95_latency_s: 4.21, lowest_concurrency: 1, lowest_concurrency_p95_latency_s: 3.1,
+               lowest_concurrency_p95_ttft_s: 0.3}
 """
 
 import functools
@@ -307,6 +332,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
     hold_results,
     read_results,
     summarise,
+    summary,
 )
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
     Client,
@@ -649,6 +675,10 @@ def run(params, check_mode=False):
             os.close(held)
     progress.finish(len(result["groups"]), result["planned_groups"])
     result["progress_error"] = progress.error
+    if not check_mode:
+        result["ansible_facts"] = {"vllm_benchmark": dict(
+            {name: result[name] for name in ("base_url", "model", "results_file", "groups", "answer_checks")},
+            finished_at=time.time(), summary=summary(result["groups"]))}
     return result
 
 

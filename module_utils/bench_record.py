@@ -198,6 +198,32 @@ def summarise(group, results, error_threshold):
     return record
 
 
+def measured(record):
+    """A record whose figures count: not unreliable, and with a throughput measured."""
+    return not record.get("unreliable") and record.get("output_tokens_per_s") is not None
+
+
+def summary(records):
+    """A run's key figures for each image size and output length, in the order the matrix ran them: the peak output
+    throughput, the concurrency it was reached at and its p95 latency, and the p95 latency and TTFT of one user
+    (the lowest concurrency measured). Unreliable groups are left out; a size and length with none has no line."""
+    lines = {}
+    for record in records:
+        if measured(record):
+            lines.setdefault((record["image_size"], record["max_tokens"]), []).append(record)
+    figures = []
+    for (image_size, max_tokens), rows in lines.items():
+        peak = max(rows, key=lambda row: row["output_tokens_per_s"])
+        alone = min(rows, key=lambda row: row["concurrency"])
+        figures.append({
+            "image_size": image_size, "max_tokens": max_tokens, "groups": len(rows),
+            "peak_output_tokens_per_s": peak["output_tokens_per_s"], "peak_concurrency": peak["concurrency"],
+            "peak_p95_latency_s": peak["p95_latency_s"], "lowest_concurrency": alone["concurrency"],
+            "lowest_concurrency_p95_latency_s": alone["p95_latency_s"],
+            "lowest_concurrency_p95_ttft_s": alone["p95_ttft_s"]})
+    return figures
+
+
 def results_file(folder, instance):
     """Where an instance's records are kept on its host."""
     return os.path.join(folder, instance + RESULTS_SUFFIX)

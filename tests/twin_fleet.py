@@ -6,6 +6,7 @@ tests/conftest.py serves a whole session.
 """
 import contextlib
 import json
+import os
 import pathlib
 import shlex
 import subprocess
@@ -16,7 +17,7 @@ import time
 import pytest
 import requests
 
-from conftest import REPO, running_test_is_marked_docker, start_playbook
+from conftest import REPO, running_test_is_marked_docker, start_playbook, venv_tool
 from twin.lifecycle import Twin
 
 DEFAULT_CONTAINER = "vllm-ascend"
@@ -81,6 +82,16 @@ class PlayFleet:
         if playbook == "site.yml" and not preflight:
             args += ("--skip-tags", "preflight")
         return start_playbook(self.base / "runs" / str(self.runs), self.inventory, playbook, *args)
+
+    def ad_hoc(self, host, module, args=""):
+        """The result of `ansible HOST -m MODULE -a ARGS` against the fleet's inventory, as an operator runs it."""
+        self.write()
+        done = subprocess.run([venv_tool("ansible"), host, "-i", str(self.inventory), "-m", module, "-a", args],
+                              cwd=str(REPO), env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+                                                      ANSIBLE_CALLBACK_RESULT_FORMAT="json"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=600)
+        assert " => " in done.stdout, done.stdout
+        return json.loads(done.stdout.split(" => ", 1)[1])
 
     def api_key(self):
         """The key the fleet role generated for this inventory on the first run (fleet_api_key_file)."""

@@ -263,14 +263,15 @@ def _results(register):
     return [result for result in (register or {}).get("results", []) if not result.get("skipped")]
 
 
-def vllm_server_outcomes(applied, *probes):
+def vllm_server_outcomes(applied, *probes, rejected=None):
     """Each instance as vllm_instance left it (action, set_aside) with `error`: why it did not start or serve, or
-    None when it serves.
+    None when it serves; and `rejected`: the canary gate rejected it (vllm_canary).
 
     applied: the register of the vllm_instance task (in check mode, of the decision). probes: the registers of the
     probes as launched (an async job's id, or in check mode the probe's own result) and as async_status finished
-    them (their item is the launch result).
+    them (their item is the launch result). rejected: {instance name: why the canary gate rejected it}.
     """
+    rejected = rejected or {}
     errors = {}
     for register in probes:
         for result in _results(register):
@@ -289,8 +290,10 @@ def vllm_server_outcomes(applied, *probes):
     outcomes = []
     for result in _results(applied):
         instance = result["vllm_server_instance"]
+        name = instance["name"]
         outcomes.append(dict(instance, action=result["action"], set_aside=result["set_aside"],
-                             error=result.get("error") or errors.get(instance["name"])))
+                             error=result.get("error") or errors.get(name) or rejected.get(name),
+                             rejected=name in rejected))
     return outcomes
 
 
@@ -311,6 +314,10 @@ def vllm_server_failures(outcomes, finished, restored, host):
                 name, host, error))
         elif outcome["action"] != "replace":
             failures.append("%s on %s does not serve: %s" % (name, host, error))
+        elif outcome.get("rejected"):
+            failures.append("%s on %s served but was rolled back: %s ---- The previous container %s." % (
+                name, host, error, "does not serve: %s" % probed[name]["msg"] if probed.get(name, {}).get("msg")
+                else "is serving again"))
         elif name not in put_back:
             failures.append("%s on %s did not start: %s ---- There was no previous container to restore." % (
                 name, host, error))

@@ -1,68 +1,14 @@
 """library/vllm_benchmark.py against the stand-in server run as a local process (no Docker needed)."""
 import json
-import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
-import requests
+from standin_process import MODEL, LocalStandin
 
 from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as bench
-from conftest import REPO, free_port
-from twin import hosts
-
-MODEL = "Qwen3-VL-8B-Instruct"
-
-
-class LocalStandin:
-    """The stand-in `vllm serve` on loopback, over a twin host root, with its own request log."""
-
-    def __init__(self, base, speed=40, faults=None, stall_s=None, port=None):
-        self.root = base / "host"
-        if not self.root.exists():
-            hosts.build_root(self.root, hosts.load_profiles()["duo2"])
-        self.port = port or free_port()
-        self.log = base / ("requests-%d-%d.jsonl" % (self.port, time.monotonic_ns()))
-        env = dict(os.environ, PYTHONPATH=str(REPO / "tests"), VLLM_TWIN_ROOT=str(self.root),
-                   VLLM_TWIN_SPEED=str(speed), VLLM_TWIN_LOAD_S="0", VLLM_TWIN_REQUEST_LOG=str(self.log),
-                   VLLM_TWIN_FAULTS=json.dumps(faults or {}))
-        if stall_s is not None:
-            env["VLLM_TWIN_STALL_S"] = str(stall_s)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "twin.vllm_standin", "serve", str(self.root / "data/models" / MODEL),
-             "--served-model-name", MODEL, "--max-model-len", "8192", "--tensor-parallel-size", "2",
-             "--enforce-eager", "--dtype", "float16", "--host", "127.0.0.1", "--port", str(self.port)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                if requests.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("stand-in did not start on port %d" % self.port)
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
-
-    def records(self, expected=0, timeout=10):
-        """The server's log lines; it writes each after its last byte, so wait until `expected` are there."""
-        deadline = time.time() + timeout
-        while True:
-            lines = self.log.read_text().splitlines() if self.log.exists() else []
-            if len(lines) >= expected or time.time() > deadline:
-                return [json.loads(line) for line in lines if line.strip()]
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
+from conftest import free_port
 
 
 @pytest.fixture

@@ -223,3 +223,71 @@ def test_a_gateway_that_cannot_be_reached_stops_a_replacement_before_anything_ch
     assert fleet[HOST_A].inspect(NAME + "-previous") is None
     assert servers(fleet)["%s:%s" % (HOST_A, NAME)][0] == "UP"
     assert not fleet[HOST_A].exists("/var/lib/ascend-fleet/lock")
+
+
+# --- canary rolls: the last tests of the module, which leave the fleet on another image ----------------------------
+IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"  # fleet_image's default, from the twin's registry
+# The stand-in 30 % slower, and another build as fast (tests/twin/lifecycle.py VARIANT_TAGS).
+SLOWER, REBUILT = IMAGE + "-slower", IMAGE + "-rebuilt"
+GATE = "Compare each replacement with the baseline of the spec it replaced"
+CANARY_ROLL = ("--tags", "image,server", "-e", "fleet_canary=true", "-e", "fleet_serial=1")
+
+
+def running(fleet, host):
+    """(container ID, image as named) of the host's instance, and whether a container is still set aside."""
+    current = fleet[host].inspect(NAME)
+    return current["Id"], current["Config"]["Image"], fleet[host].inspect(NAME + "-previous") is not None
+
+
+def test_a_benchmark_is_a_local_fact_of_its_host_and_the_module_returns_facts(fleet):
+    """The benchmark recorded as the baseline of what runs (the canary preset), then read back as an operator
+    reads facts: `ansible HOST -m setup -a filter=ansible_local`; and the module through `ansible -m`."""
+    run = fleet.play("-e", "vllm_bench_preset=canary", "-e", "vllm_bench_baseline=true",
+                     playbook="playbooks/benchmark.yml")
+    assert run.rc == 0, run.stdout
+    for host in (HOST_A, HOST_B):
+        facts = fleet.ad_hoc(host, "setup", "filter=ansible_local")["ansible_facts"]["ansible_local"]["vllm_bench"]
+        last = facts["instances"][NAME]["last_run"]
+        assert last["preset"] == "canary" and last["image"].endswith("ascend/vllm-ascend:v0.18.0rc1-310p")
+        assert len(last["groups"]) == 6 and last["answers"] == "passed", last
+        assert last["config_hash"] == fleet[host].inspect(NAME)["Config"]["Labels"]["ascend-vllm-fleet.config-hash"]
+        assert [baseline["config_hash"] for baseline in facts["instances"][NAME]["baselines"]] == [last["config_hash"]]
+    module = fleet.ad_hoc(HOST_A, "ascend.fleet.vllm_benchmark", "base_url=http://127.0.0.1:%d image_sizes=64x64 "
+                          "max_tokens=4 concurrency=1,2 requests_per_group=2 warmup_requests=0 answer_check=none "
+                          "api_key_file=/etc/vllm-ascend/%s.env" % (INSTANCE_PORT, NAME))
+    facts = module["ansible_facts"]["vllm_benchmark"]
+    assert [group["concurrency"] for group in facts["groups"]] == [1, 2] and facts["groups"] == module["groups"]
+    assert facts["summary"][0]["image_size"] == "64x64"
+
+
+def test_a_canary_30_percent_slower_stops_the_roll_and_goes_back(fleet):
+    """The first batch (one host) gets the slower image, is benchmarked and compared with its baseline: the gate
+    says by how much it is slower, the host is back on its image and serving, and the other host was not touched."""
+    before = {host: running(fleet, host) for host in (HOST_A, HOST_B)}
+    run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + SLOWER)
+    assert run.rc != 0, run.stdout
+    gated = run.results(GATE)
+    (canary,) = gated
+    (other,) = {HOST_A, HOST_B} - {canary}
+    (gate,) = gated[canary]["results"]
+    assert gate["passed"] is False and gate["comparison"]["metrics"]["throughput"]["regressed"], gate["line"]
+    assert "worse than the 10 % allowed" in gate["line"]
+    assert run.failed_hosts() == [canary]
+    assert "served but was rolled back" in run.failure_text(canary) and "throughput -" in run.failure_text(canary)
+    container, image, set_aside = running(fleet, canary)
+    assert image == IMAGE and not set_aside and container == before[canary][0]
+    assert running(fleet, other) == before[other]
+    # Serving again: the gateway's health checks pass (the firewall keeps the controller off its port).
+    assert servers(fleet)["%s:%s" % (canary, NAME)][0] == "UP"
+    assert not fleet[canary].exists("/var/lib/ascend-fleet/lock")
+
+
+def test_a_canary_as_fast_passes_its_gate_and_the_roll_goes_on(fleet):
+    run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + REBUILT)
+    assert run.rc == 0, run.stdout
+    (canary,) = run.results(GATE)
+    (gate,) = run.results(GATE)[canary]["results"]
+    assert gate["passed"] and gate["baseline"]["image"].endswith("v0.18.0rc1-310p"), gate["line"]
+    for host in (HOST_A, HOST_B):
+        assert running(fleet, host)[1:] == (REBUILT, False)
+        assert servers(fleet)["%s:%s" % (host, NAME)][0] == "UP"

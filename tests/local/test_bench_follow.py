@@ -103,6 +103,7 @@ def site(tmp_path):
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}}}))
     variables = {"fleet_plan_file": str(tmp_path / "plan.json"), "fleet_api_key": "",
                  "vllm_bench_results_dir": str(tmp_path / "results"), "vllm_bench_report_dir": str(tmp_path / "report"),
+                 "vllm_bench_facts_file": str(tmp_path / "facts.d" / "vllm_bench.fact"),
                  "vllm_bench_presets": {"local": PRESET}, "vllm_bench_preset": "local",
                  "vllm_bench_warmup_requests": 0, "vllm_bench_poll_interval": 1,
                  # These stand-ins answer a chat request only when the test says so: the follow lines are the point.
@@ -164,6 +165,11 @@ def test_the_playbook_prints_one_line_per_group_change_and_no_retry(site):
             + ["[localhost] %s: done, 4/4 groups" % name]), text
     summary = json.loads((folder / "report" / "summary.json").read_text())
     assert summary["instances"] == 2 and summary["groups"] == 8
+    # Each instance's run is the host's local fact (these stand-ins run in no container: its spec is unknown).
+    facts = json.loads((folder / "facts.d" / "vllm_bench.fact").read_text())["instances"]
+    assert sorted(facts) == sorted(INSTANCES) and all(
+        len(facts[name]["last_run"]["groups"]) == 4 and facts[name]["last_run"]["preset"] == "local"
+        for name in INSTANCES)
 
 
 def test_off_a_terminal_the_command_repeats_no_line(site):

@@ -47,6 +47,10 @@ IMAGE_TAGS = ("v0.18.0rc1-310p", "v0.18.0rc1-310p-openeuler")
 # quay.io's tag of the same release for another chip (Atlas A2, 910B): the stand-in with the SOC_VERSION that
 # image sets, which fails on a 310P after its load, as the real one does.
 OTHER_CHIP_TAGS = {"v0.18.0rc1": "ascend910b1"}
+# Other builds of the 310P release, for the canary gate: one as fast (another image ID, the same timings) and one
+# whose kernels are 30 % slower, as new vllm-ascend images have been on 310P (vllm-ascend #7670, #17160).
+VARIANT_TAGS = {"v0.18.0rc1-310p-rebuilt": "LABEL ascend-vllm-fleet.twin.variant=rebuilt",
+                "v0.18.0rc1-310p-slower": "ENV VLLM_TWIN_SLOWDOWN=1.3"}
 # The registry also serves the 310P tags under quay.io's own path, as a prefix-style mirror does
 # (m.daocloud.io/quay.io/ascend/vllm-ascend): <registry>/quay.io/ascend/vllm-ascend.
 PREFIX = "quay.io"
@@ -302,16 +306,18 @@ class Twin:
                     target = "%s/%s:%s" % (self.registry, repository, image_tag)
                     docker("tag", tag, target)
                     push(target)
-            for image_tag, soc_version in sorted(OTHER_CHIP_TAGS.items()):
+            derived = dict(VARIANT_TAGS, **{image_tag: "ENV SOC_VERSION=%s" % soc_version
+                                            for image_tag, soc_version in OTHER_CHIP_TAGS.items()})
+            for image_tag, line in sorted(derived.items()):
                 target = "%s/%s:%s" % (self.registry, IMAGE_REPOSITORY, image_tag)
-                docker("build", "-q", "-t", target, "-", input="FROM %s\nENV SOC_VERSION=%s\n" % (tag, soc_version))
+                docker("build", "-q", "-t", target, "-", input="FROM %s\n%s\n" % (tag, line))
                 push(target)
             state["pushed_source"] = tag
             log("registry serves %s" % ", ".join(pushed))
         self.save_state(state)
 
     def _registry_has_tags(self):
-        wanted = {IMAGE_REPOSITORY: set(IMAGE_TAGS) | set(OTHER_CHIP_TAGS),
+        wanted = {IMAGE_REPOSITORY: set(IMAGE_TAGS) | set(OTHER_CHIP_TAGS) | set(VARIANT_TAGS),
                   "%s/%s" % (PREFIX, IMAGE_REPOSITORY): set(IMAGE_TAGS)}
         try:
             for repository, tags in wanted.items():

@@ -2,6 +2,9 @@
 
 Twin knobs (environment):
 - ``VLLM_TWIN_SPEED``: how many times faster than a real 310P pair to run (default 1: real time);
+- ``VLLM_TWIN_SLOWDOWN``: how many times slower this image's kernels run than the seed's (default 1; 1.3 is an
+  image 30 % slower, as new vllm-ascend images have been on 310P: vllm-ascend #7670). Set in an image, so a
+  deploy's VLLM_TWIN_SPEED does not override it; the load time is not slowed;
 - ``VLLM_TWIN_LOAD_S``: model load time in real-hardware seconds before the port opens (default 90). As vLLM 0.18
   does, the server gives up on a load that outlasts ``VLLM_ENGINE_READY_TIMEOUT_S`` (vllm/envs.py, default 600,
   real-hardware seconds here too): it says so and exits 1 (vllm/v1/engine/core_client.py);
@@ -234,7 +237,8 @@ class State:
         self.permission_id = "modelperm-" + uuid.uuid4().hex[:16]
         self.engine = Engine(LatencyModel(max_num_seqs=args.max_num_seqs,
                                           max_batched_tokens=args.max_num_batched_tokens),
-                             float(os.environ.get("VLLM_TWIN_SPEED", "1")))
+                             float(os.environ.get("VLLM_TWIN_SPEED", "1"))
+                             / float(os.environ.get("VLLM_TWIN_SLOWDOWN", "1")))
         self.log_path = os.environ.get(
             "VLLM_TWIN_REQUEST_LOG", "/root/.cache/vllm-twin/requests-%d.jsonl" % args.port)
         self.log_lock = threading.Lock()

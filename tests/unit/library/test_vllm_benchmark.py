@@ -56,7 +56,8 @@ def test_a_run_records_each_group_then_resume_sends_nothing_again(server, tmp_pa
 
 
 class Counting(Handler):
-    """Handler, counting the chat requests open at once."""
+    """Handler, counting the chat requests open at once. A request is open until its [DONE] goes out: the client
+    ends it there and sends its next at once, while this thread may still be returning from it."""
 
     lock = threading.Lock()
     open_now = most = 0
@@ -65,11 +66,29 @@ class Counting(Handler):
         with self.lock:
             type(self).open_now += 1
             type(self).most = max(type(self).most, type(self).open_now)
+        closed, stream = [], self.wfile
+
+        def close():
+            if not closed:
+                closed.append(True)
+                with self.lock:
+                    type(self).open_now -= 1
+
+        class Closing:
+            def write(self, data):
+                if b"[DONE]" in data:
+                    close()
+                return stream.write(data)
+
+            def flush(self):
+                stream.flush()
+
+        self.wfile = Closing()
         try:
             super().do_POST()
         finally:
-            with self.lock:
-                type(self).open_now -= 1
+            self.wfile = stream
+            close()
 
 
 def test_a_group_keeps_as_many_requests_open_as_its_concurrency():
@@ -446,3 +465,33 @@ def test_a_record_that_cannot_be_written_ends_the_run_naming_the_file_and_what_s
     assert "the 1 groups recorded before it stay" in message and "vllm_bench_resume=true" in message
     assert [r["concurrency"] for r in read_results(results)[0]] == [1]
     assert read_progress(open(progress_file(results)).read())["error"] == message
+
+
+def test_a_run_returns_its_records_as_facts_of_the_host_and_a_plan_returns_none(server, tmp_path):  # noqa: F811
+    """Run through Ansible's module runner: ansible_facts.vllm_benchmark carries the group records, the answer
+    checks and the key figures of each image size and output length."""
+    results = str(tmp_path / "vllm-ascend.jsonl")
+    result = run_load_test(base_url=server, results_file=results, concurrency=[1, 2, 4], requests_per_group=4)
+    facts = result["ansible_facts"]["vllm_benchmark"]
+    assert facts["groups"] == result["groups"] and len(facts["groups"]) == 3
+    assert facts["base_url"] == server and facts["results_file"] == results and facts["model"] == MODEL
+    assert facts["finished_at"] >= max(group["finished_at"] for group in facts["groups"])
+    (line,) = facts["summary"]
+    peak = max(facts["groups"], key=lambda group: group["output_tokens_per_s"])
+    assert (line["image_size"], line["max_tokens"], line["groups"]) == ("32x24", 3, 3)
+    assert (line["peak_output_tokens_per_s"], line["peak_concurrency"]) == (peak["output_tokens_per_s"],
+                                                                           peak["concurrency"])
+    assert line["lowest_concurrency"] == 1 and line["lowest_concurrency_p95_latency_s"] == facts["groups"][0][
+        "p95_latency_s"]
+    assert "ansible_facts" not in planned()
+
+
+def test_the_summary_leaves_out_unreliable_groups_and_lines_with_none():
+    records = [{"image_size": "640x480", "max_tokens": 32, "concurrency": c, "output_tokens_per_s": t,
+                "p95_latency_s": c / 10.0, "p95_ttft_s": 0.1, "unreliable": u}
+               for c, t, u in ((1, 10.0, False), (8, 90.0, True), (4, 40.0, False))]
+    records.append({"image_size": "1920x1080", "max_tokens": 32, "concurrency": 1, "output_tokens_per_s": None,
+                    "p95_latency_s": None, "p95_ttft_s": None, "unreliable": False})
+    (line,) = bench_record.summary(records)
+    assert (line["peak_concurrency"], line["peak_output_tokens_per_s"], line["groups"]) == (4, 40.0, 2)
+    assert bench_record.summary([]) == []

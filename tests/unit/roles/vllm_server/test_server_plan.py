@@ -282,3 +282,18 @@ def test_each_failure_says_what_serves_instead():
         "exited: No such file or directory"]
     assert vllm_server.vllm_server_failures(outcomes, {"skipped": True}, {"skipped": True}, "h")[2].endswith(
         "There was no previous container to restore.")
+
+
+def test_a_replacement_the_canary_gate_rejected_is_rolled_back_and_says_so():
+    """A canary batch's replacement that serves but that its gate rejected is no success: the finish step restores
+    what it replaced, and the failure says why, not that it did not start."""
+    started = applied(("canary", "replace", True, None), ("kept", "keep", False, None))
+    reason = "rejected by the canary gate of its batch: npu-a canary: throughput -23.0 %"
+    outcomes = vllm_server.vllm_server_outcomes(started, rejected={"canary": reason})
+    by_name = {outcome["name"]: outcome for outcome in outcomes}
+    assert by_name["canary"]["error"] == reason and by_name["canary"]["rejected"] is True
+    assert by_name["kept"]["error"] is None and by_name["kept"]["rejected"] is False
+    finished = {"results": [{"vllm_server_instance": by_name["canary"], "restored": True}]}
+    restored = {"results": [{"vllm_server_instance": by_name["canary"], "models": ["m"]}]}
+    assert vllm_server.vllm_server_failures(outcomes, finished, restored, "npu-a") == [
+        "canary on npu-a served but was rolled back: %s ---- The previous container is serving again." % reason]
