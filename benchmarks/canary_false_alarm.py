@@ -54,8 +54,8 @@ def main():
     args = parser.parse_args()
     preset, max_regression, confidence = settings()
     with tempfile.TemporaryDirectory() as folder:
-        equal = LocalStandin(pathlib.Path(folder), speed=args.speed)
-        slower = LocalStandin(pathlib.Path(folder), speed=args.speed, slowdown=SLOWDOWN)
+        equal = LocalStandin(pathlib.Path(folder, "equal"), speed=args.speed)
+        slower = LocalStandin(pathlib.Path(folder, "slower"), speed=args.speed, slowdown=SLOWDOWN)
         try:
             verdicts = {"equal": [], "slower": []}
             for trial in range(1, args.trials + 1):
@@ -64,10 +64,10 @@ def main():
                     result = compare(baseline, measure(server, preset), max_regression, confidence)
                     verdicts[name].append(result)
                     throughput = result["metrics"]["throughput"]
+                    verdict = "stopped" if result["regressed"] else "passed"
                     print("trial %d, %s canary: %s, throughput %+.1f %% (%+.1f to %+.1f), p95 latency %+.1f %%" % (
-                        trial, name, "stopped" if result["regressed"] else "passed", -100 * throughput["regression"],
-                        -100 * throughput["high"], -100 * throughput["low"],
-                        100 * result["metrics"]["p95_latency"]["regression"]), flush=True)
+                        trial, name, verdict, -100 * throughput["regression"] + 0.0, -100 * throughput["high"],
+                        -100 * throughput["low"], 100 * result["metrics"]["p95_latency"]["regression"]), flush=True)
         finally:
             equal.stop()
             slower.stop()

@@ -27,7 +27,7 @@ description:
   - Fails, naming it and the fix, on a results file with no group, a facts or baselines file that is not what this
     module writes, or with O(baseline) a container that does not exist. Without O(baseline) the run of an instance
     whose container is gone is kept with its spec unknown (C(image), C(image_id) and C(config_hash) null).
-version_added: "1.1.0"
+version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
 options:

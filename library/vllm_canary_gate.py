@@ -26,7 +26,7 @@ description:
   - With no baseline for the replaced spec, RV(passed) is true and RV(baseline) null - the caller warns, and
     records the canary's run as its own spec's baseline.
   - Reads only; changes nothing.
-version_added: "1.1.0"
+version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
 options:
