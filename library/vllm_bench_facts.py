@@ -54,20 +54,9 @@ options:
     description: The local fact file (JSON, not executable, so the setup module reads it rather than running it).
     type: path
     default: /etc/ansible/facts.d/vllm_bench.fact
-  baselines_dir:
-    description: Where each instance's baselines are kept.
-    type: path
-    default: /var/lib/vllm-bench/baselines
-  docker:
-    description: The Docker CLI.
-    type: str
-    default: docker
-  label_prefix:
-    description: The namespace of the collection's container labels.
-    type: str
-    default: ascend-vllm-fleet
 extends_documentation_fragment:
   - ascend.fleet.attributes
+  - ascend.fleet.bench_baselines
 attributes:
   check_mode:
     description: Can run in check mode and return what it would keep.
@@ -138,34 +127,29 @@ baselines:
 """
 
 import datetime
-import json
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_baseline import (
+    BASELINE_OPTIONS,
+    FORMAT,
     BaselineError,
     baselines_file,
     container_specs,
     read_baselines,
+    read_ours,
     spec_key,
     with_baseline,
     write_baselines,
     write_json,
 )
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
+    answers_verdict,
     read_answer_checks,
     read_results,
     summary,
 )
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError, unexpected_failure
-
-FACTS_FORMAT = 1
-
-
-def answers_verdict(checks):
-    if not checks:
-        return "not checked"
-    return "passed" if all(check.get("passed") is True for check in checks) else "failed"
 
 
 def last_run(params, spec):
@@ -185,19 +169,8 @@ def last_run(params, spec):
 
 def read_facts(path):
     """The facts file's content; a file that is not this module's is refused, not overwritten."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            content = json.load(handle)
-    except FileNotFoundError:
-        return {"format": FACTS_FORMAT, "instances": {}}
-    except (OSError, ValueError) as error:
-        raise OptionError("facts_file %s cannot be read (%s): expected the JSON this module writes. Fix: move it "
-                          "aside; the next benchmark writes it again" % (path, error)) from None
-    if not (isinstance(content, dict) and content.get("format") == FACTS_FORMAT
-            and isinstance(content.get("instances"), dict)):
-        raise OptionError("facts_file %s is not of format %d: expected {\"format\": %d, \"instances\": {...}}. Fix: "
-                          "move it aside; the next benchmark writes it again" % (path, FACTS_FORMAT, FACTS_FORMAT))
-    return content
+    return {"format": FORMAT, "instances": read_ours(path, "facts_file", "instances", "move it aside; the next "
+                                                     "benchmark writes it again")}
 
 
 def baseline_index(baselines):
@@ -255,10 +228,7 @@ def main():
         preset=dict(type="str", required=True),
         baseline=dict(type="str", default="never", choices=["never", "missing", "always"]),
         facts_file=dict(type="path", default="/etc/ansible/facts.d/vllm_bench.fact"),
-        baselines_dir=dict(type="path", default="/var/lib/vllm-bench/baselines"),
-        docker=dict(type="str", default="docker"),
-        label_prefix=dict(type="str", default="ascend-vllm-fleet"),
-    ), supports_check_mode=True)
+        **BASELINE_OPTIONS), supports_check_mode=True)
     try:
         result = run(module.params, module.check_mode)
     except (OptionError, BaselineError) as error:

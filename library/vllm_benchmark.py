@@ -141,6 +141,7 @@ options:
     default: known
 extends_documentation_fragment:
   - ascend.fleet.attributes
+  - ascend.fleet.attributes.facts
 attributes:
   check_mode:
     description: Can run in check mode and return what a run would do.

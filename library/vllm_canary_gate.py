@@ -50,21 +50,10 @@ options:
     description: The confidence of the bootstrap interval, between 0.5 and 0.999.
     type: float
     default: 0.9
-  baselines_dir:
-    description: Where each instance's baselines are kept.
-    type: path
-    default: /var/lib/vllm-bench/baselines
-  docker:
-    description: The Docker CLI.
-    type: str
-    default: docker
-  label_prefix:
-    description: The namespace of the collection's container labels.
-    type: str
-    default: ascend-vllm-fleet
 extends_documentation_fragment:
   - ascend.fleet.attributes
   - ascend.fleet.attributes.read_only
+  - ascend.fleet.bench_baselines
 """
 
 EXAMPLES = r"""
@@ -128,6 +117,7 @@ import datetime
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_baseline import (
+    BASELINE_OPTIONS,
     BaselineError,
     baselines_file,
     compare,
@@ -207,10 +197,7 @@ def main():
         preset=dict(type="str", required=True),
         max_regression=dict(type="float", default=0.1),
         confidence=dict(type="float", default=0.9),
-        baselines_dir=dict(type="path", default="/var/lib/vllm-bench/baselines"),
-        docker=dict(type="str", default="docker"),
-        label_prefix=dict(type="str", default="ascend-vllm-fleet"),
-    ), supports_check_mode=True)
+        **BASELINE_OPTIONS), supports_check_mode=True)
     params = module.params
     try:
         if not 0 <= params["max_regression"] < 1:

@@ -41,6 +41,14 @@ SPEC_FORMAT = ('{"name": {{json .Name}}, "labels": {{json .Config.Labels}}, "ima
 METRICS = (("throughput", "output_tokens_per_s", 1), ("p95_latency", "p95_latency_s", -1))
 
 
+# The options of the modules that read baselines (plugins/doc_fragments/bench_baselines.py documents them).
+BASELINE_OPTIONS = dict(
+    baselines_dir=dict(type="path", default="/var/lib/vllm-bench/baselines"),
+    docker=dict(type="str", default="docker"),
+    label_prefix=dict(type="str", default="ascend-vllm-fleet"),
+)
+
+
 class BaselineError(Exception):
     """A baselines file that cannot be read or written; the message names it and the fix."""
 
@@ -53,21 +61,27 @@ def spec_key(config_hash, preset):
     return "%s/%s" % (preset, config_hash)
 
 
-def read_baselines(path):
-    """{spec key: baseline} of a baselines file; no file: none."""
+def read_ours(path, what, field, fix):
+    """The `field` mapping of a JSON file this collection writes ({"format": FORMAT, field: {...}}); no file: an empty
+    one. A file that is not ours is refused, naming it as `what` and the fix, never overwritten."""
     try:
         with open(path, encoding="utf-8") as handle:
             content = json.load(handle)
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as error:
-        raise BaselineError("baselines file %s cannot be read (%s): expected the JSON this module writes. Fix: move it "
-                            "aside (its baselines are lost) and record a baseline again" % (path, error)) from None
-    if not (isinstance(content, dict) and content.get("format") == FORMAT
-            and isinstance(content.get("baselines"), dict)):
-        raise BaselineError("baselines file %s is not of format %d: expected {\"format\": %d, \"baselines\": {...}}. "
-                            "Fix: move it aside and record a baseline again" % (path, FORMAT, FORMAT))
-    return content["baselines"]
+        raise BaselineError("%s %s cannot be read (%s): expected the JSON this collection writes. Fix: %s"
+                            % (what, path, error, fix)) from None
+    if not (isinstance(content, dict) and content.get("format") == FORMAT and isinstance(content.get(field), dict)):
+        raise BaselineError("%s %s is not of format %d: expected {\"format\": %d, \"%s\": {...}}. Fix: %s"
+                            % (what, path, FORMAT, FORMAT, field, fix))
+    return content[field]
+
+
+def read_baselines(path):
+    """{spec key: baseline} of a baselines file; no file: none."""
+    return read_ours(path, "baselines file", "baselines", "move it aside (its baselines are lost) and record a "
+                     "baseline again")
 
 
 def write_json(path, content):

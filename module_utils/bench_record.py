@@ -248,6 +248,14 @@ def answer_check_record(when, verdict):
     return dict(verdict, answer_check=when, checked_at=time.time())
 
 
+def answers_verdict(checks):
+    """failed when any answer check of an instance failed, passed when some were asked and all passed, else
+    "not checked"."""
+    if any(check.get("passed") is not True for check in checks):
+        return "failed"
+    return "passed" if checks else "not checked"
+
+
 def is_answer_check(line):
     return isinstance(line, dict) and line.get("answer_check") in ("before", "after")
 

@@ -127,7 +127,7 @@ def load(report_dir):
                                      where, record["image_size"], record["max_tokens"], record["concurrency"],
                                      problem))
         asked = bench_record.read_answer_checks(path)
-        answers = answers_verdict(asked)
+        answers = bench_record.answers_verdict(asked)
         checks.append({"host": host, "instance": instance, "answers": answers, "checks": asked})
         rows += [dict(record, host=host, instance=instance, answers=answers) for record in records]
         if cut:
@@ -168,14 +168,6 @@ def load_tunings(report_dir):
         entry["differs"] = [setting["name"] for setting in entry["settings"] if setting["state"] != "ok"
                             and setting["state"] != "unavailable"]
     return tunings
-
-
-def answers_verdict(checks):
-    """failed when any answer check of an instance failed, passed when some were asked and all passed, else
-    "not checked"."""
-    if any(check.get("passed") is not True for check in checks):
-        return "failed"
-    return "passed" if checks else "not checked"
 
 
 def reliable(row):
