@@ -33,7 +33,9 @@ EXAMPLES = {
         ascend-vllm-fleet bench -i inventory/prod/hosts.yml --preset seed --plan    # groups and estimated time
         ascend-vllm-fleet bench -i inventory/prod/hosts.yml --preset seed -e vllm_bench_resume=true""",
     "report": """\
-        ascend-vllm-fleet report reports/20261130T050744Z --latency-target 5""",
+        ascend-vllm-fleet report reports/20261130T050744Z --latency-target 5
+        ansible ascend -i inventory/prod/hosts.yml -m setup -a filter=ansible_local --tree facts/
+        ascend-vllm-fleet report reports/from-facts --from-facts facts/    # each instance's last run""",
     "teardown": """\
         ascend-vllm-fleet teardown -i inventory/prod/hosts.yml
         ascend-vllm-fleet teardown --remove-image --remove-model""",
@@ -137,6 +139,9 @@ def command_verify(args, out=sys.stdout):
 
 
 def command_report(args, out=sys.stdout):
+    if args.from_facts:
+        hosts = report.raw_from_facts(args.from_facts, pathlib.Path(args.report_dir))
+        out.write("from the facts of %d host(s): %s\n" % (len(hosts), ", ".join(sorted(hosts))))
     out.write("%s\n" % report.describe(args.report_dir, report.build(args.report_dir, args.latency_target)))
     return 0
 
@@ -155,6 +160,9 @@ def build_parser():
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == "report":
             sub.add_argument("report_dir", help="folder holding raw/<host>/<instance>.jsonl")
+            sub.add_argument("--from-facts", metavar="FOLDER",
+                             help="first write raw/ from the hosts' benchmark facts, as `ansible ascend -m setup -a "
+                                  "filter=ansible_local --tree FOLDER` saves them (each instance's last run)")
             sub.add_argument("--latency-target", type=float, default=bench_record.LATENCY_TARGET_S,
                              help="p95 latency (seconds) the recommended concurrency must meet (default %(default)g)")
             continue

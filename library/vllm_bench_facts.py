@@ -111,6 +111,11 @@ last_run:
     answers:
       description: The answer checks' verdict - C(passed), C(failed), or C(not checked).
       type: str
+    answer_checks:
+      description: The answer checks' records, as the results file keeps them (so a report can be rebuilt from the
+        facts - C(ascend-vllm-fleet report --from-facts)).
+      type: list
+      elements: dict
     summary:
       description: Key figures per image size and output length, as M(ascend.fleet.vllm_benchmark)'s facts have them.
       type: list
@@ -158,13 +163,14 @@ def last_run(params, spec):
         raise OptionError("results_file %s holds no group: expected the records of a finished benchmark run. Fix: "
                           "run the benchmark first (playbooks/benchmark.yml)" % params["results_file"])
     finished_at = max(record.get("finished_at") or 0 for record in records)
+    checks = read_answer_checks(params["results_file"])
     return {
         "finished_at": finished_at,
         "finished_at_utc": datetime.datetime.fromtimestamp(finished_at, datetime.timezone.utc).isoformat(),
         "preset": params["preset"], "image": spec["image"], "image_id": spec["image_id"],
         "config_hash": spec["config_hash"], "results_file": params["results_file"], "groups": records,
         "unreliable_groups": sum(1 for record in records if record.get("unreliable")),
-        "answers": answers_verdict(read_answer_checks(params["results_file"])), "summary": summary(records)}
+        "answers": answers_verdict(checks), "answer_checks": checks, "summary": summary(records)}
 
 
 def read_facts(path):

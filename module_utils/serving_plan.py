@@ -13,6 +13,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import secrets
 import string
 
@@ -28,6 +29,8 @@ from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import 
 )
 
 SALT_CHARACTERS = string.ascii_letters + string.digits
+# Docker's rule for container names, which instances' names are.
+INSTANCE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 # The layout of the plan file: a reader refuses another, so that no field is read with another meaning.
 PLAN_FORMAT = 1
 FIX_DEPLOY = "Fix: deploy the host again (ansible-playbook site.yml --tags server --limit %s), which rewrites it"

@@ -9,10 +9,11 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.ascend.fleet.plugins.module_utils.serving_plan import INSTANCE_NAME
+
 # HAProxy's rule for names: letters, digits, '-', '_', '.' and ':'. A server name joins the host and the
 # instance with ':', which no instance name holds (Docker's rule), so every pair gets a name of its own.
 HAPROXY_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
-INSTANCE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 
 
 def gateway_server_name(host, instance_name):

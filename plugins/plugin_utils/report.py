@@ -44,6 +44,7 @@ import jinja2
 
 from ansible_collections.ascend.fleet.plugins.module_utils import answer_check, bench_record
 from ansible_collections.ascend.fleet.plugins.module_utils.png_images import parse_size
+from ansible_collections.ascend.fleet.plugins.module_utils.serving_plan import INSTANCE_NAME
 
 # The collection's templates/ (plugins/plugin_utils/report.py is two folders down from the collection's root).
 TEMPLATES = pathlib.Path(__file__).parents[2] / "templates"
@@ -512,6 +513,41 @@ def render(name, **context):
                                      undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                                      keep_trailing_newline=True)
     return environment.get_template(name).render(**context)
+
+
+def raw_from_facts(tree, report_dir):
+    """Write <report dir>/raw/<host>/<instance>.jsonl from the hosts' local facts, as `ansible HOSTS -m setup -a
+    filter=ansible_local --tree TREE` saves them (one JSON file per host, named after it): each instance's last run
+    (ansible_local.vllm_bench, which the vllm_bench role keeps), its groups and answer checks as the load test wrote
+    them. Returns {host: [instances]}; SystemExit naming the file for anything that is not such facts."""
+    tree = pathlib.Path(tree)
+    if not tree.is_dir():
+        raise SystemExit("--from-facts %s: expected the folder `ansible HOSTS -m setup -a filter=ansible_local --tree "
+                         "FOLDER` writes. Fix: run that first" % tree)
+    found = {}
+    for path in sorted(tree.iterdir()):
+        try:
+            instances = json.loads(path.read_text(encoding="utf-8"))["ansible_facts"]["ansible_local"]["vllm_bench"][
+                "instances"]
+            runs = {name: entry["last_run"] for name, entry in instances.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            raise SystemExit("--from-facts: %s holds no benchmark facts (%s: %s): expected a host's ansible_local with "
+                             "vllm_bench. Fix: benchmark the host first (playbooks/benchmark.yml), or remove the file"
+                             % (path, type(error).__name__, error)) from None
+        for name, run in runs.items():
+            if not (isinstance(name, str) and INSTANCE_NAME.match(name)):
+                raise SystemExit("--from-facts: %s names an instance %s: expected a container name. Fix: remove the "
+                                 "file" % (path, json.dumps(name)))
+            lines = list(run.get("groups") or []) + list(run.get("answer_checks") or [])
+            target = pathlib.Path(bench_record.results_file(str(report_dir / "raw" / path.name), name))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("".join(json.dumps(line, sort_keys=True, ensure_ascii=False) + "\n" for line in lines),
+                              encoding="utf-8")
+            found.setdefault(path.name, []).append(name)
+    if not found:
+        raise SystemExit("--from-facts %s: no host's facts in it. Fix: run `ansible HOSTS -m setup -a "
+                         "filter=ansible_local --tree %s` first" % (tree, tree))
+    return found
 
 
 def build(report_dir, latency_target):

@@ -3,6 +3,7 @@ around an instance that stops within its health checks, and a rolling replacemen
 import csv
 import io
 import json
+import subprocess
 import threading
 import time
 
@@ -16,6 +17,8 @@ from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import 
     StreamResult,
     image_data_url,
 )
+from ascend_vllm_fleet import cli
+from conftest import REPO, venv_tool
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as INSTANCE_PORT
 from twin_fleet import PlayFleet
@@ -252,6 +255,15 @@ def test_a_benchmark_is_a_local_fact_of_its_host_and_the_module_returns_facts(fl
         assert len(last["groups"]) == 6 and last["answers"] == "passed", last
         assert last["config_hash"] == fleet[host].inspect(NAME)["Config"]["Labels"]["ascend-vllm-fleet.config-hash"]
         assert [baseline["config_hash"] for baseline in facts["instances"][NAME]["baselines"]] == [last["config_hash"]]
+    # The report again, from nothing but the facts.
+    tree, rebuilt = fleet.base / "facts", fleet.base / "from-facts"
+    saved = subprocess.run([venv_tool("ansible"), "ascend", "-i", str(fleet.inventory), "-m", "setup", "-a",
+                            "filter=ansible_local", "--tree", str(tree)], cwd=str(REPO), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+    assert saved.returncode == 0, saved.stdout
+    assert cli.main(["report", str(rebuilt), "--from-facts", str(tree)]) == 0
+    summary = json.loads((rebuilt / "summary.json").read_text())
+    assert summary["instances"] == 2 and summary["groups"] == 12 and summary["answers_failed"] == []
     module = fleet.ad_hoc(HOST_A, "ascend.fleet.vllm_benchmark", "base_url=http://127.0.0.1:%d image_sizes=64x64 "
                           "max_tokens=4 concurrency=1,2 requests_per_group=2 warmup_requests=0 answer_check=none "
                           "api_key_file=/etc/vllm-ascend/%s.env" % (INSTANCE_PORT, NAME))
