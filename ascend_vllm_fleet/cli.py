@@ -34,8 +34,7 @@ EXAMPLES = {
         ascend-vllm-fleet bench -i inventory/prod/hosts.yml --preset seed -e vllm_bench_resume=true""",
     "report": """\
         ascend-vllm-fleet report reports/20261130T050744Z --latency-target 5
-        ansible ascend -i inventory/prod/hosts.yml -m setup -a filter=ansible_local --tree facts/
-        ascend-vllm-fleet report reports/from-facts --from-facts facts/    # each instance's last run""",
+        ascend-vllm-fleet report reports/from-facts --from-facts -i inventory/prod/hosts.yml    # last runs""",
     "teardown": """\
         ascend-vllm-fleet teardown -i inventory/prod/hosts.yml
         ascend-vllm-fleet teardown --remove-image --remove-model""",
@@ -138,9 +137,46 @@ def command_verify(args, out=sys.stdout):
     return subprocess.run(command, cwd=str(REPO)).returncode
 
 
+def gather_facts(args, folder):
+    """Each host's local facts, asked as `ansible HOSTS -m setup -a filter=ansible_local` asks them, written to
+    folder/<host> (what report.raw_from_facts reads). A host that does not answer stops it, named."""
+    import ansible_runner
+
+    inventory = pathlib.Path(args.inventory or DEFAULT_INVENTORY).resolve()
+    if not inventory.exists():
+        raise SystemExit("ascend-vllm-fleet report --from-facts: inventory %s not found. Fix: pass -i "
+                         "inventory/<site>/hosts.yml" % inventory)
+    artifacts = REPO / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    # A private data folder of its own: a playbook run's leaves files there that would become this run's arguments.
+    with tempfile.TemporaryDirectory(prefix="facts-") as private:
+        runner = ansible_runner.run(
+            private_data_dir=private, artifact_dir=str(artifacts), project_dir=str(REPO),
+            host_pattern=args.limit or "ascend", module="ansible.builtin.setup", module_args="filter=ansible_local",
+            inventory=str(inventory), ident=utc_stamp() + "-facts",
+            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True, settings={"suppress_env_files": True})
+    if runner.rc != 0 and not any(event.get("event", "").startswith("runner_on_") for event in runner.events):
+        raise SystemExit("ascend-vllm-fleet report --from-facts: Ansible could not ask the hosts for their facts "
+                         "(exit code %s). Fix: see %s" % (runner.rc, artifacts / runner.config.ident / "stdout"))
+    folder.mkdir(parents=True, exist_ok=True)
+    missed = []
+    for event in runner.events:
+        data = event.get("event_data", {})
+        if event.get("event") == "runner_on_ok":
+            (folder / data["host"]).write_text(json.dumps(data["res"]), encoding="utf-8")
+        elif event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            missed.append("%s (%s)" % (data.get("host"), (data.get("res") or {}).get("msg", "failed")))
+    if missed:
+        raise SystemExit("ascend-vllm-fleet report --from-facts: the facts of %s could not be read. Fix: reach them, "
+                         "or leave them out with -l" % ", ".join(missed))
+
+
 def command_report(args, out=sys.stdout):
     if args.from_facts:
-        hosts = report.raw_from_facts(args.from_facts, pathlib.Path(args.report_dir))
+        report_dir = pathlib.Path(args.report_dir)
+        report.refuse_existing_raw(report_dir)
+        gather_facts(args, report_dir / "facts")
+        hosts = report.raw_from_facts(report_dir / "facts", report_dir)
         out.write("from the facts of %d host(s): %s\n" % (len(hosts), ", ".join(sorted(hosts))))
     out.write("%s\n" % report.describe(args.report_dir, report.build(args.report_dir, args.latency_target)))
     return 0
@@ -160,9 +196,11 @@ def build_parser():
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == "report":
             sub.add_argument("report_dir", help="folder holding raw/<host>/<instance>.jsonl")
-            sub.add_argument("--from-facts", metavar="FOLDER",
-                             help="first write raw/ from the hosts' benchmark facts, as `ansible ascend -m setup -a "
-                                  "filter=ansible_local --tree FOLDER` saves them (each instance's last run)")
+            sub.add_argument("--from-facts", action="store_true",
+                             help="first write raw/ from the hosts' local facts, each instance's last run (read with "
+                                  "Ansible's setup module, kept in <report_dir>/facts/)")
+            sub.add_argument("-i", "--inventory", help="with --from-facts: the inventory (default: the twin's)")
+            sub.add_argument("-l", "--limit", help="with --from-facts: only these hosts (an Ansible pattern)")
             sub.add_argument("--latency-target", type=float, default=bench_record.LATENCY_TARGET_S,
                              help="p95 latency (seconds) the recommended concurrency must meet (default %(default)g)")
             continue

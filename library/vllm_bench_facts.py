@@ -25,8 +25,9 @@ description:
   - Files are written whole or not at all (a temporary file renamed over them), and only when their content
     changes, so a second run with the same results changes nothing.
   - Fails, naming it and the fix, on a results file with no group, a facts or baselines file that is not what this
-    module writes, or with O(baseline) a container that does not exist. Without O(baseline) the run of an instance
-    whose container is gone is kept with its spec unknown (C(image), C(image_id) and C(config_hash) null).
+    module writes, or with O(baseline) a container that does not exist or a run no canary should be held to (its
+    answers failed, or it measured no group reliably). Without O(baseline) the run of an instance whose container
+    is gone is kept with its spec unknown (C(image), C(image_id) and C(config_hash) null).
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
@@ -173,6 +174,18 @@ def last_run(params, spec):
         "answers": answers_verdict(checks), "answer_checks": checks, "summary": summary(records)}
 
 
+def check_baseline(instance, run_kept):
+    """A run a canary may be held to: its answers did not fail, and it measured a group reliably."""
+    problem = None
+    if run_kept["answers"] == "failed":
+        problem = "its answers failed the answer check"
+    elif not run_kept["summary"]:
+        problem = "it measured no group reliably (every group's error rate was above the threshold)"
+    if problem:
+        raise OptionError("the run of %s in %s cannot be a baseline: %s. Fix: mend the instance, benchmark it again, "
+                          "and record that run" % (instance, run_kept["results_file"], problem))
+
+
 def read_facts(path):
     """The facts file's content; a file that is not this module's is refused, not overwritten."""
     return {"format": FORMAT, "instances": read_ours(path, "facts_file", "instances", "move it aside; the next "
@@ -208,6 +221,8 @@ def run(params, check_mode):
     baselines = read_baselines(path)
     key = spec_key(spec["config_hash"], params["preset"])
     record = params["baseline"] == "always" or (params["baseline"] == "missing" and key not in baselines)
+    if record:
+        check_baseline(params["instance"], run_kept)
     baseline_recorded = False
     if record:
         baseline = dict({name: run_kept[name] for name in ("preset", "image", "image_id", "config_hash", "groups")},

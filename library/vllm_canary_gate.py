@@ -177,6 +177,8 @@ def judge(params):
         if worse:
             result["reasons"].append("%s worse than the %g %% allowed (fleet_canary_max_regression)"
                                      % (" and ".join(worse), 100 * params["max_regression"]))
+        if not comparison["groups"]:
+            result["reasons"].append("no group was measured reliably by both runs, so nothing compares")
         if comparison["missing"]:
             result["reasons"].append("it did not measure %d groups the baseline did (its requests failed): %s" % (
                 len(comparison["missing"]), ", ".join("%s, max_tokens %s, concurrency %s" % tuple(key)

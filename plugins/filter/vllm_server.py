@@ -314,7 +314,7 @@ def vllm_server_failures(outcomes, finished, restored, host):
                 name, host, error))
         elif outcome["action"] != "replace":
             failures.append("%s on %s does not serve: %s" % (name, host, error))
-        elif outcome.get("rejected"):
+        elif outcome.get("rejected") and name in put_back:
             failures.append("%s on %s served but was rolled back: %s ---- The previous container %s." % (
                 name, host, error, "does not serve: %s" % probed[name]["msg"] if probed.get(name, {}).get("msg")
                 else "is serving again"))

@@ -515,15 +515,24 @@ def render(name, **context):
     return environment.get_template(name).render(**context)
 
 
+def refuse_existing_raw(report_dir):
+    """A report rebuilt from facts goes to a folder of its own: results fetched earlier are never overwritten."""
+    raw = pathlib.Path(report_dir) / "raw"
+    if raw.is_dir() and any(raw.iterdir()):
+        raise SystemExit("--from-facts: %s already holds results: expected a new report folder. Fix: name one that "
+                         "does not exist yet" % raw)
+
+
 def raw_from_facts(tree, report_dir):
-    """Write <report dir>/raw/<host>/<instance>.jsonl from the hosts' local facts, as `ansible HOSTS -m setup -a
-    filter=ansible_local --tree TREE` saves them (one JSON file per host, named after it): each instance's last run
-    (ansible_local.vllm_bench, which the vllm_bench role keeps), its groups and answer checks as the load test wrote
-    them. Returns {host: [instances]}; SystemExit naming the file for anything that is not such facts."""
-    tree = pathlib.Path(tree)
+    """Write <report dir>/raw/<host>/<instance>.jsonl from the hosts' local facts, one JSON file per host named after
+    it, each the setup module's result (`ascend-vllm-fleet report --from-facts` asks for them): each instance's last
+    run (ansible_local.vllm_bench, which the vllm_bench role keeps), its groups and answer checks as the load test
+    wrote them. Returns {host: [instances]}; SystemExit naming the file for anything that is not such facts."""
+    tree, report_dir = pathlib.Path(tree), pathlib.Path(report_dir)
+    refuse_existing_raw(report_dir)
     if not tree.is_dir():
-        raise SystemExit("--from-facts %s: expected the folder `ansible HOSTS -m setup -a filter=ansible_local --tree "
-                         "FOLDER` writes. Fix: run that first" % tree)
+        raise SystemExit("--from-facts %s: expected a folder of the hosts' facts. Fix: run ascend-vllm-fleet report "
+                         "--from-facts, which gathers them" % tree)
     found = {}
     for path in sorted(tree.iterdir()):
         try:
@@ -545,8 +554,8 @@ def raw_from_facts(tree, report_dir):
                               encoding="utf-8")
             found.setdefault(path.name, []).append(name)
     if not found:
-        raise SystemExit("--from-facts %s: no host's facts in it. Fix: run `ansible HOSTS -m setup -a "
-                         "filter=ansible_local --tree %s` first" % (tree, tree))
+        raise SystemExit("--from-facts %s: no host's facts in it. Fix: benchmark the hosts first "
+                         "(playbooks/benchmark.yml)" % tree)
     return found
 
 

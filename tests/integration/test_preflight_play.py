@@ -90,6 +90,8 @@ def test_unhealthy_card_can_be_left_out(fleet):
     ('{"ascend_preflight_driver_version": 25.5}', "ascend_preflight_driver_version is 25.5 (float)"),
     ('{"fleet_serial": 0}', "fleet_serial is 0: expected a positive number of hosts"),
     ('{"fleet_max_fail_percentage": 150}', "fleet_max_fail_percentage is 150: expected a number from 0 to 100"),
+    ('{"fleet_canary_max_regression": 10}', "fleet_canary_max_regression is 10: expected a share from 0 to 1"),
+    ('{"fleet_canary_confidence": 1.5}', "fleet_canary_confidence is 1.5: expected a number from 0.5 to 0.999"),
     ('{"ascend_preflight_version_policy": "newest"}', "ascend_preflight_version_policy"),
 ])
 def test_bad_settings_stop_the_run_before_any_host_is_touched(fleet, extra, expected):

@@ -1,7 +1,6 @@
-"""`ascend-vllm-fleet report --from-facts`: the report rebuilt from the hosts' local facts, as `ansible HOSTS -m setup
--a filter=ansible_local --tree FOLDER` saves them, is the report of the results files those facts were kept from;
-what is not such facts is refused by name, and nothing is written outside the report folder."""
-import io
+"""`ascend-vllm-fleet report --from-facts`: the report rebuilt from the hosts' local facts (the setup module's result
+per host, as the command saves them) is the report of the results files those facts were kept from; what is not
+such facts is refused by name, nothing is written outside the report folder, and no fetched result is overwritten."""
 import json
 
 import pytest
@@ -9,7 +8,6 @@ from report_rows import group, write
 
 from ansible_collections.ascend.fleet.plugins.module_utils import bench_record
 from ansible_collections.ascend.fleet.plugins.plugin_utils import report
-from ascend_vllm_fleet import cli
 
 CHECK = {"answer_check": "after", "mode": "known", "passed": False, "failure": "got \"!!!!!!!!\"", "checked_at": 1.0}
 RUNS = {"npu-a": {"vllm-ascend": [group("640x480", 32, c, 1.0 + c / 10, 100.0 * c) for c in (1, 8)]},
@@ -18,7 +16,7 @@ RUNS = {"npu-a": {"vllm-ascend": [group("640x480", 32, c, 1.0 + c / 10, 100.0 * 
 
 
 def saved_facts(tree, host, instances):
-    """A host's file as `ansible ... --tree` writes it, with what the vllm_bench_facts module keeps."""
+    """A host's file as the command saves it (the setup module's result), with what vllm_bench_facts keeps."""
     tree.mkdir(exist_ok=True)
     (tree / host).write_text(json.dumps({"ansible_facts": {"ansible_local": {"vllm_bench": {"format": 1, "instances": {
         name: {"last_run": {"groups": groups, "answer_checks": [CHECK] if name.endswith("npu1") else [],
@@ -32,10 +30,9 @@ def test_the_report_from_the_facts_is_the_report_from_the_results_files(tmp_path
         saved_facts(tree, host, instances)
         for name, groups in instances.items():
             write(tmp_path / "from-files", host, name, groups + ([CHECK] if name.endswith("npu1") else []))
-    shown = io.StringIO()
-    args = cli.build_parser().parse_args(["report", str(tmp_path / "from-facts"), "--from-facts", str(tree)])
-    assert cli.command_report(args, out=shown) == 0
-    assert "from the facts of 2 host(s): npu-a, npu-b" in shown.getvalue()
+    assert report.raw_from_facts(tree, tmp_path / "from-facts") == {
+        "npu-a": ["vllm-ascend"], "npu-b": ["vllm-ascend-npu0", "vllm-ascend-npu1"]}
+    report.build(tmp_path / "from-facts", 10)
     from_files = report.build(tmp_path / "from-files", 10)
     from_facts = json.loads((tmp_path / "from-facts" / "summary.json").read_text())
     from_files = json.loads(json.dumps(dict(from_files, generated_at=from_facts["generated_at"])))
@@ -68,3 +65,12 @@ def test_no_folder_or_an_empty_one_is_refused(tmp_path):
     for tree in (tmp_path / "absent", tmp_path):
         with pytest.raises(SystemExit, match="Fix:"):
             report.raw_from_facts(tree, tmp_path / "report")
+
+
+def test_a_report_folder_that_holds_results_is_not_written_over(tmp_path):
+    write(tmp_path / "report", "npu-a", "vllm-ascend", RUNS["npu-a"]["vllm-ascend"])
+    saved_facts(tmp_path / "facts", "npu-a", RUNS["npu-a"])
+    before = (tmp_path / "report" / "raw" / "npu-a" / "vllm-ascend.jsonl").read_text()
+    with pytest.raises(SystemExit, match="already holds results: expected a new report folder"):
+        report.raw_from_facts(tmp_path / "facts", tmp_path / "report")
+    assert (tmp_path / "report" / "raw" / "npu-a" / "vllm-ascend.jsonl").read_text() == before

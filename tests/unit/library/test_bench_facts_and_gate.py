@@ -158,3 +158,17 @@ def test_an_instance_with_nothing_set_aside_is_no_canary(tmp_path, host):
     write_run(host.results)
     assert_refused(host.gate(docker_cli(tmp_path, {NAME: NEW})), "vllm-ascend has no container set aside",
                    "vllm-ascend-previous")
+
+
+def test_a_run_with_failed_answers_or_no_reliable_group_is_no_baseline(tmp_path, host):
+    docker = docker_cli(tmp_path, {NAME: OLD})
+    write_run(host.results, answers=False)
+    assert_refused(host.keep(docker, baseline="always"), "the run of vllm-ascend", "cannot be a baseline",
+                   "its answers failed")
+    assert not host.baselines.exists()
+    host.results.unlink()
+    write_run(host.results)
+    lines = [json.loads(line) for line in host.results.read_text().splitlines()]
+    host.results.write_text("".join(json.dumps(dict(line, unreliable=True) if "concurrency" in line else line) + "\n"
+                                    for line in lines))
+    assert_refused(host.keep(docker, baseline="missing"), "measured no group reliably")

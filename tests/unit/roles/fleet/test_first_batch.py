@@ -17,3 +17,4 @@ def test_the_first_batch_is_what_serial_runs_first(serial, size):
 def test_a_serial_that_is_no_number_is_refused_by_name():
     with pytest.raises(AnsibleFilterError, match=r"fleet_serial is 'half'.*Fix"):
         first_batch(HOSTS, "half")
+
