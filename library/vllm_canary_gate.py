@@ -21,8 +21,9 @@ description:
     averaged (geometric mean) and a bootstrap over the groups gives an interval of O(confidence) for it, so run-to-run
     noise is told from a change - C(module_utils/bench_baseline.py) says how. A metric fails when its estimate is
     worse than O(max_regression) and its whole interval is worse than no change.
-  - The canary also fails when its answers failed the answer check, or when it lacks a group the baseline measured
-    reliably (its requests failed).
+  - The canary also fails when its answers failed the answer check, when it lacks a group the baseline measured
+    reliably (its requests failed), or when O(preset) now measures other groups than when the baseline was recorded
+    (the message says how to record a new one).
   - With no baseline for the replaced spec, RV(passed) is true and RV(baseline) null - the caller warns, and
     records the canary's run as its own spec's baseline.
   - Reads only; changes nothing.
@@ -125,7 +126,11 @@ from ansible_collections.ascend.fleet.plugins.module_utils.bench_baseline import
     read_baselines,
     spec_key,
 )
-from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import read_answer_checks, read_results
+from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
+    group_key,
+    read_answer_checks,
+    read_results,
+)
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError, unexpected_failure
 from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import ASIDE_CONTAINER
 
@@ -145,6 +150,23 @@ def describe(metrics, confidence):
         shown = (NAMES[name], percent(sign * figures["regression"]), 100 * confidence, percent(low), percent(high))
         parts.append("%s %s (%g %% interval %s to %s)" % shown)
     return ", ".join(parts)
+
+
+def groups_in_words(keys):
+    return ", ".join("%s, max_tokens %s, concurrency %s" % tuple(key) for key in keys)
+
+
+def other_matrix(baseline_groups, canary_groups):
+    """How the groups the canary measured differ from the baseline's (its preset was changed since), in words, or
+    None. A group whose requests failed is still recorded, so it is no difference."""
+    recorded, measured = ({group_key(record) for record in groups} for groups in (baseline_groups, canary_groups))
+    if recorded == measured:
+        return None
+    shown = []
+    for what, keys in (("only in the baseline", recorded - measured), ("only in the canary", measured - recorded)):
+        if keys:
+            shown.append("%s: %s" % (what, groups_in_words(sorted(keys, key=str))))
+    return "; ".join(shown)
 
 
 def judge(params):
@@ -170,9 +192,17 @@ def judge(params):
         recorded = datetime.datetime.fromtimestamp(baseline["recorded_at"], datetime.timezone.utc).isoformat(
             timespec="seconds")
         result["baseline"] = {key: baseline.get(key) for key in ("preset", "image", "config_hash", "recorded_at")}
-        comparison = compare(baseline["groups"], read_results(params["results_file"])[0], params["max_regression"],
-                             params["confidence"])
+        measured = read_results(params["results_file"])[0]
+        comparison = compare(baseline["groups"], measured, params["max_regression"], params["confidence"])
         result["comparison"] = comparison
+        other_groups = other_matrix(baseline["groups"], measured)
+        if other_groups:
+            result["reasons"].append(
+                "the preset %s measures other groups than when its baseline was recorded (%s), so the baseline "
+                "cannot judge it. Fix: record a new baseline of what runs now, with ansible-playbook "
+                "playbooks/benchmark.yml -e vllm_bench_preset=%s -e vllm_bench_baseline=true, then roll again"
+                % (params["preset"], other_groups, params["preset"]))
+            comparison["missing"] = []  # not groups whose requests failed
         worse = [NAMES[metric] for metric, figures in comparison["metrics"].items() if figures["regressed"]]
         if worse:
             result["reasons"].append("%s worse than the %g %% allowed (fleet_canary_max_regression)"
@@ -181,8 +211,7 @@ def judge(params):
             result["reasons"].append("no group was measured reliably by both runs, so nothing compares")
         if comparison["missing"]:
             result["reasons"].append("it did not measure %d groups the baseline did (its requests failed): %s" % (
-                len(comparison["missing"]), ", ".join("%s, max_tokens %s, concurrency %s" % tuple(key)
-                                                      for key in comparison["missing"])))
+                len(comparison["missing"]), groups_in_words(comparison["missing"])))
         result["line"] = "%s (%s): %s over %d groups, against the baseline of %s (preset %s, %s)" % (
             name, specs[name]["image"], describe(comparison["metrics"], params["confidence"]) or "nothing to compare",
             len(comparison["groups"]), baseline["image"], params["preset"], recorded)

@@ -172,3 +172,18 @@ def test_a_run_with_failed_answers_or_no_reliable_group_is_no_baseline(tmp_path,
     host.results.write_text("".join(json.dumps(dict(line, unreliable=True) if "concurrency" in line else line) + "\n"
                                     for line in lines))
     assert_refused(host.keep(docker, baseline="missing"), "measured no group reliably")
+
+
+def test_a_preset_changed_since_its_baseline_fails_the_canary_saying_to_record_a_new_one(tmp_path, host):
+    write_run(host.results)
+    host.keep(docker_cli(tmp_path, {NAME: OLD}), baseline="always")
+    host.results.unlink()
+    write_run(host.results)
+    bench_record.append_result(str(host.results), {
+        "image_size": "1920x1080", "max_tokens": 32, "concurrency": 1, "requests": 8, "completed": 8,
+        "output_tokens_per_s": 50.0, "p95_latency_s": 4.0, "unreliable": False, "finished_at": 1796000100.0})
+    gate = host.gate(docker_cli(tmp_path, {NAME: NEW, NAME + "-previous": OLD}))
+    assert not gate["passed"] and gate["comparison"]["missing"] == []
+    assert "measures other groups than when its baseline was recorded (only in the canary: 1920x1080, " \
+           "max_tokens 32, concurrency 1)" in gate["line"]
+    assert "-e vllm_bench_preset=canary -e vllm_bench_baseline=true" in gate["line"]
