@@ -80,14 +80,14 @@ def strategy_env(strategy):
     return {"ANSIBLE_STRATEGY_PLUGINS": str(plugins), "ANSIBLE_STRATEGY": strategy}
 
 
-def site(inventory, log, *args, env=None):
-    """Run site.yml (with ansible-playbook's args and env's variables added); its seconds, changed tasks over
-    all hosts, and CPU seconds (controller, the rest)."""
+def site(inventory, log, *args, env=None, playbook="site.yml"):
+    """Run site.yml, or another playbook (with ansible-playbook's args and env's variables added); its seconds,
+    changed tasks over all hosts, and CPU seconds (controller, the rest)."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
                PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]),
                **(env or {}))
     started, busy, controller = time.monotonic(), busy_cpu_s(), children_cpu_s()
-    result = subprocess.run(["ansible-playbook", "-i", str(inventory), "site.yml"] + list(args), cwd=str(REPO), env=env,
+    result = subprocess.run(["ansible-playbook", "-i", str(inventory), playbook] + list(args), cwd=str(REPO), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     elapsed = time.monotonic() - started
     controller = children_cpu_s() - controller
@@ -95,8 +95,8 @@ def site(inventory, log, *args, env=None):
     log.write_text(result.stdout)
     recap = RECAP.findall(result.stdout)
     if result.returncode != 0 or not recap or any(int(u) or int(f) for _, _, u, f in recap):
-        sys.exit("site.yml failed (exit %d); its output is in %s, which ends:\n%s" % (
-            result.returncode, log, "\n".join(result.stdout.splitlines()[-40:])))
+        sys.exit("%s failed (exit %d); its output is in %s, which ends:\n%s" % (
+            playbook, result.returncode, log, "\n".join(result.stdout.splitlines()[-40:])))
     return elapsed, sum(int(changed) for _, changed, _, _ in recap), controller, others
 
 

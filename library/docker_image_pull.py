@@ -20,6 +20,9 @@ description:
   - The name is checked against docker's grammar of image references before any call, and every name given
     to docker follows C(--), so no value can become an option of docker.
   - With C(digest), the pulled image's repository digests must contain it, so a re-pushed tag is caught.
+  - With C(platform), an image of another platform counts as absent, and the pulled image must be of that
+    platform, so that a mirror that copied only one platform of a multi-arch tag is caught before a container
+    fails with C(exec format error).
   - Uses the Docker CLI only; needs no Python Docker SDK on the host.
 version_added: "1.0.0"
 author:
@@ -53,6 +56,15 @@ options:
     type: str
   digest:
     description: Expected content digest of the image in its registry, C(sha256:) and 64 lowercase hex digits.
+    type: str
+  platform:
+    description:
+      - The platform the host runs images of, C(os/architecture[/variant]) as Docker names it, for example
+        C(linux/arm64) on a Kunpeng host, C(linux/amd64) on an x86_64 one. The variant is not compared.
+      - The pull asks for it with C(--platform) only where the Docker engine's own platform differs (an engine
+        older than 20.10 accepts C(--platform) only with its experimental features on); otherwise the engine
+        pulls its own platform.
+      - Default none, the engine's own platform, unchecked.
     type: str
   retries:
     description: Pull attempts before giving up (at least 1).
@@ -106,6 +118,11 @@ EXAMPLES = r"""
     registry_username: "{{ swr_username }}"
     registry_password: "{{ swr_password }}"
 
+- name: Pull the build for the host's architecture (a multi-arch tag has one per platform)
+  ascend.fleet.docker_image_pull:
+    name: quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
+    platform: linux/arm64
+
 - name: Pull it pinned by digest
   ascend.fleet.docker_image_pull:
     name: quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
@@ -124,6 +141,11 @@ repo_digests:
   type: list
   elements: str
   sample: ["quay.io/ascend/vllm-ascend@sha256:4f1c..."]
+platform:
+  description: The image's platform, C(os/architecture), as C(docker image inspect) names it.
+  returned: success, except in check mode when a pull would be needed
+  type: str
+  sample: linux/arm64
 pulled_from:
   description: The name the image was pulled by (C(pull_from), or C(name)).
   returned: when the image was pulled
@@ -175,6 +197,8 @@ REFERENCE = re.compile(r"(?P<name>(?:%s/)?%s(?:/%s)*)(?::[\w][\w.-]{0,127})?"
                        % (_DOMAIN, _PATH_COMPONENT, _PATH_COMPONENT), re.ASCII)
 NAME_MAX = 255
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# os/architecture[/variant], as docker's --platform takes it (linux/arm64, linux/arm64/v8, linux/amd64).
+PLATFORM = re.compile(r"[a-z0-9]+/[a-z0-9_]+(?:/[a-z0-9]+)?")
 REFERENCE_FORM = ("an image reference, [registry[:port]/]repository[:tag][@sha256:<digest>], for example "
                   "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p")
 # Pull errors another attempt cannot fix, as docker words them (lower case), with their fix; the first that the
@@ -225,6 +249,22 @@ def inspect(docker, name):
                         "Docker CLI prints: %r. Fix: check that docker (%s) is the Docker CLI and not a wrapper "
                         "that prints something else" % (docker, name, out[:200], docker))
     return described[0]
+
+
+def platform_of(image):
+    """os/architecture of an image as docker inspects it."""
+    return "%s/%s" % (image.get("Os") or "?", image.get("Architecture") or "?")
+
+
+def same_platform(image, wanted):
+    """Whether an image is of the platform wanted (os/architecture; the variant is not compared)."""
+    return platform_of(image) == "/".join(wanted.split("/")[:2])
+
+
+def engine_platform(docker):
+    """os/architecture the Docker engine pulls by default, or None when it does not say."""
+    code, out, _err = run_docker(docker, "version", "--format", "{{.Server.Os}}/{{.Server.Arch}}")
+    return out.strip() if code == 0 and PLATFORM.fullmatch(out.strip()) else None
 
 
 def registry_of(name):
@@ -279,6 +319,10 @@ def check_options(params):
                               "Fix: set vllm_image_registry_username and vllm_image_registry_password together, "
                               "the password from a vault" % ("registry_username" if not params["registry_username"]
                                                              else "registry_password"))
+    if params["platform"] is not None and not PLATFORM.fullmatch(params["platform"]):
+        raise OptionError("platform %r: expected os/architecture[/variant] as docker names it, for example "
+                          "linux/arm64 or linux/amd64. Fix: correct vllm_image_platform, or leave it empty for the "
+                          "host's own" % params["platform"])
     if digest and not DIGEST.fullmatch(digest):
         raise OptionError("digest %r: expected sha256: and 64 lowercase hex digits, as `docker images --digests` "
                           "shows. Fix: copy the whole digest into vllm_image_digest" % digest)
@@ -338,15 +382,19 @@ def log_in(params, folder, registry):
 
 def pull(params, name):
     """Pull name until it works, retrying what another attempt may fix; the number of attempts made."""
+    wanted = params["platform"]
+    asked = []
+    if wanted and engine_platform(params["docker"]) != "/".join(wanted.split("/")[:2]):
+        asked = ["--platform", wanted]
     with logged_in(params, name) as login:
-        return pull_attempts(params, name, login)
+        return pull_attempts(params, name, login + ["pull"] + asked)
 
 
-def pull_attempts(params, name, login):
+def pull_attempts(params, name, command):
     docker, retries = params["docker"], params["retries"]
     delay, errors = params["delay"], []
     for attempt in range(1, retries + 1):
-        code, out, err = run_docker(docker, *(login + ["pull", "--", name]), timeout=params["timeout"])
+        code, out, err = run_docker(docker, *(command + ["--", name]), timeout=params["timeout"])
         if code == 0:
             return attempt
         lines = (err.strip() or out.strip()).splitlines()
@@ -381,9 +429,10 @@ def make_present(module):
         # In a check run the docker_runtime role before this one installs nothing.
         return dict(changed=True, attempts=0, msg="would pull %s; %s yet, which a real run needs: the "
                                                   "docker_runtime role installs the Docker CLI" % (source, error.why))
-    if image and (not digest or has_digest(image, digest)):
+    wanted = params["platform"]
+    if image and (not digest or has_digest(image, digest)) and (not wanted or same_platform(image, wanted)):
         return dict(changed=False, image_id=image.get("Id"), repo_digests=image.get("RepoDigests") or [],
-                    attempts=0)
+                    platform=platform_of(image), attempts=0)
     if module.check_mode:
         return dict(changed=True, attempts=0, msg="would pull %s" % (
             source if source == name else "%s as %s" % (source, name)))
@@ -393,6 +442,13 @@ def make_present(module):
         raise PullError("`%s pull -- %s` succeeded but `%s image inspect` finds no image %s. Fix: check that the "
                         "daemon keeps images (its storage driver and free disk, `docker info`)"
                         % (docker, source, docker, source), attempts=attempts)
+    if wanted and not same_platform(image, wanted):
+        raise PullError("%s was pulled but is an image for %s, and this host runs %s: %s serves no %s build under "
+                        "that tag (a mirror that copied one platform of the multi-arch tag does that). Fix: pull from "
+                        "a registry that has the tag for %s (fleet_image_registry_mirror), or load an archive made "
+                        "with `docker pull --platform %s %s && docker save` (vllm_image_offline_tarball)"
+                        % (source, platform_of(image), wanted, registry_of(source), wanted, wanted, wanted, name),
+                        attempts=attempts)
     if digest and not has_digest(image, digest):
         raise PullError("%s was pulled but its digests are %s, not %s: the tag now points at another image. Fix: pin "
                         "the digest you tested, or update vllm_image_digest after checking the new image"
@@ -404,7 +460,7 @@ def make_present(module):
             raise PullError("`%s tag -- %s %s` failed: %s. Fix: check the Docker daemon (`docker info`)"
                             % (docker, source, name, err.strip() or "exit %s" % code), attempts=attempts)
     return dict(changed=True, image_id=image.get("Id"), repo_digests=image.get("RepoDigests") or [],
-                attempts=attempts, pulled_from=source)
+                platform=platform_of(image), attempts=attempts, pulled_from=source)
 
 
 def main():
@@ -413,6 +469,7 @@ def main():
             name=dict(type="str", required=True),
             pull_from=dict(type="str"),
             digest=dict(type="str"),
+            platform=dict(type="str"),
             retries=dict(type="int", default=5),
             timeout=dict(type="int", default=3600),
             delay=dict(type="float", default=5),

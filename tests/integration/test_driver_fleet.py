@@ -1,7 +1,8 @@
-"""playbooks/driver.yml on a twin fleet: a 24.1.rc2 host and a host without a driver go to 25.5.2 / 7.8.0.7.220
-in one run and are rebooted, a host on the release is left alone, a host where someone else's container holds a
-chip is refused by that container's name, a host whose package fails stops with the installer's words; check mode
-only shows the plan; site.yml then serves on the three.
+"""playbooks/driver.yml on a twin fleet: a 24.1.rc2 host and a Kunpeng (aarch64) host without a driver go to
+25.5.2 / 7.8.0.7.220 in one run and are rebooted, each with the driver package of its architecture, a host on the
+release is left alone, a host where someone else's container holds a chip is refused by that container's name, a
+host whose package fails stops with the installer's words; check mode only shows the plan; site.yml then serves,
+verifies and benchmarks the three, the aarch64 host beside the x86_64 ones, each with the image of its platform.
 
 The 24.1.rc2 host serves behind a gateway before the change: its instance is drained on the gateway and stopped
 before the packages run, put back on the gateway after, and site.yml starts it again."""
@@ -27,7 +28,7 @@ STATS = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/hapr
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     fleet = PlayFleet(tmp_path_factory.mktemp("driver"),
-                      {GOOD: "duo2", OLD: "driver_24_1_rc2", FRESH: "fresh", HELD: "chip_container",
+                      {GOOD: "duo2", OLD: "driver_24_1_rc2", FRESH: "kunpeng_fresh", HELD: "chip_container",
                        BROKEN: "driver_24_1_rc2", GATEWAY: "gateway"})
     # Its driver package will fail as a DKMS build does (tests/twin/hdk.py reads `fail` from the host's hardware).
     hardware = fleet[BROKEN].root / hdk.STATE_DIR / hdk.HARDWARE_FILE
@@ -162,7 +163,7 @@ def test_one_run_brings_both_hosts_to_the_release_and_reboots_only_them(fleet, u
     assert run.stats["changed"].get(GOOD, 0) == 0, run.stdout
     after = {name: boot_id(fleet[name]) for name in fleet.hosts}
     assert [name for name in fleet.hosts if after[name] != before[name]] == sorted([OLD, FRESH])
-    for name, npu_ids in ((OLD, (6, 224)), (FRESH, (3,))):
+    for name, npu_ids in ((OLD, (6, 224)), (FRESH, (1, 2, 4, 5))):
         assert installed(fleet[name]) == ["Version=%s" % DRIVER, "Version=%s" % FIRMWARE]
         for npu_id in npu_ids:
             assert board(fleet[name], npu_id) == (DRIVER, FIRMWARE)
@@ -171,6 +172,10 @@ def test_one_run_brings_both_hosts_to_the_release_and_reboots_only_them(fleet, u
     assert log.index("firmware") < log.index("driver"), log
     log = fleet[FRESH].read_text("/var/log/ascend_seclog/operation.log")
     assert log.index("driver") < log.index("firmware"), log
+    # Each host ran the driver package of its architecture (the installer refuses another's).
+    for name, architecture in ((OLD, platform.machine()), (FRESH, "aarch64")):
+        assert ("Ascend-hdk-310p-npu-driver_25.5.2_linux-%s.run" % architecture
+                in fleet[name].read_text("/var/log/ascend_seclog/ascend_install.log")), name
     # The broken host stopped at its driver, after its firmware, with the installer's output and log.
     failure = run.results("Stop with the installer's own words")[BROKEN]["msg"]
     assert ("The driver package Ascend-hdk-310p-npu-driver_25.5.2_linux-%s.run failed on %s (exit code 1"
@@ -209,9 +214,14 @@ def test_a_second_run_changes_nothing(fleet):
     assert {name: boot_id(fleet[name]) for name in fleet.hosts} == before
 
 
-def test_site_then_serves_on_every_fixed_host(fleet):
-    run = fleet.play("--limit", ",".join([GOOD, OLD, FRESH]), preflight=True)
+def test_site_then_serves_verifies_and_benchmarks_every_fixed_host_each_on_its_platform(fleet, tmp_path):
+    """One site.yml run with its benchmark on an aarch64 host and two x86_64 ones."""
+    run = fleet.play("--limit", ",".join([GOOD, OLD, FRESH]), "--tags", "all,benchmark",
+                     "-e", "vllm_bench_reports_dir=%s" % tmp_path, preflight=True)
     assert run.rc == 0, run.stdout
+    # Preflight read the Kunpeng host as what it is.
+    judged = run.results("Judge the host")[FRESH]["ansible_facts"]["ascend_preflight_result"]
+    assert judged["description"].startswith("aarch64 Kunpeng-920; 4 card(s) Atlas 300I Duo, 8 chip(s)"), judged
     for name in (GOOD, OLD, FRESH):
         # Asked on the host: behind a gateway, only the gateway and the host itself reach the instance's port.
         health = fleet[name].exec("python3", "-c", "import urllib.request; print(urllib.request.urlopen("
@@ -219,6 +229,23 @@ def test_site_then_serves_on_every_fixed_host(fleet):
         assert health.stdout.strip() == "200"
         plan = json.loads(fleet[name].read_text("/etc/vllm-ascend/plan.json"))
         assert plan["instances"], plan
+    # Each host pulled the multi-arch tag's build for its platform, and preloads jemalloc from that build's path.
+    for name, platform_name in ((GOOD, {"x86_64": "amd64", "aarch64": "arm64"}[platform.machine()]),
+                                (FRESH, "arm64")):
+        container = fleet[name].inspect(DEFAULT_CONTAINER)
+        image = json.loads(fleet[name].docker("image", "inspect", container["Image"]).stdout)[0]
+        assert image["Architecture"] == platform_name, name
+        machine = {"amd64": "x86_64", "arm64": "aarch64"}[platform_name]
+        assert "LD_PRELOAD=/usr/lib/%s-linux-gnu/libjemalloc.so.2" % machine in container["Config"]["Env"], name
+        assert fleet[name].docker("exec", DEFAULT_CONTAINER, "uname", "-m").stdout.strip() == machine
+    # The quick benchmark measured every instance, its answers checked before and after.
+    (report_dir,) = list(tmp_path.iterdir())
+    summary = json.loads((report_dir / "summary.json").read_text())
+    assert summary["instances"] == 3 and summary["unreliable_groups"] == [], summary
+    assert [entry["answers"] for entry in summary["answer_checks"]] == ["passed"] * 3
+    # The verify suite passes on the aarch64 host and an x86_64 one.
+    code, output = fleet.verify([GOOD, FRESH])
+    assert code == 0, output
     # The instance stopped for the driver change serves through the gateway again, once its health checks pass.
     deadline = time.time() + 30
     while True:

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import pathlib
-import platform
 import shutil
 import subprocess
 import time
@@ -20,6 +19,7 @@ import yaml
 
 from . import hdk
 from . import hosts as host_files
+from .platforms import NATIVE, oci_platform, require_emulation
 from .shell import TwinError, docker
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -113,7 +113,20 @@ class TwinHost:
     def running(self):
         result = docker("container", "inspect", "-f", "{{.State.Running}} {{.Config.Image}}", self.container,
                         check=False)
-        return result.returncode == 0 and result.stdout.split() == ["true", self.fleet.host_image]
+        return result.returncode == 0 and result.stdout.split() == ["true", self.image]
+
+    @property
+    def profile(self):
+        return host_files.load_profiles()[self.profile_name]
+
+    @property
+    def architecture(self):
+        """What the host's `uname -m` says: its profile's `architecture`, by default this machine's."""
+        return self.profile.get("architecture", NATIVE)
+
+    @property
+    def image(self):
+        return self.fleet.host_images[self.architecture]
 
     @property
     def group(self):
@@ -144,7 +157,11 @@ class TwinHost:
                     args += ["-v", "%s:%s:%s" % (self.root / source, target, mode)]
             for node in sorted((self.root / "dev").iterdir()):
                 args += ["--device", "%s:/dev/%s" % (node, node.name)]
-        docker(*(args + [self.fleet.host_image]))
+        if self.architecture != NATIVE:
+            require_emulation(self.architecture)
+            # What a Kunpeng 920's kernel prints, for the CPUs this machine has (its own /proc/cpuinfo otherwise).
+            args += ["-v", "%s:/proc/cpuinfo:ro" % host_files.write_cpuinfo(self.root, self.architecture)]
+        docker(*(args + ["--platform", oci_platform(self.architecture), self.image]))
 
     def wait_ready(self, timeout=60):
         """sshd has its keys and the host's engine answers."""
@@ -173,7 +190,7 @@ class TwinHost:
     def run_foreign_container(self, profile, container):
         """A container of someone else's on the host's chips, from the stand-in image loaded into its engine."""
         image = "%s:twin" % container["name"]
-        build_tag = self.fleet.twin.load_state()["build_tag"]
+        build_tag = self.fleet.twin.load_state()["build_tags"][self.architecture]
         if self.docker("image", "inspect", image, check=False).returncode != 0:
             subprocess.run("docker save %s | docker exec -i %s docker load -q" % (build_tag, self.container),
                            shell=True, check=True, stdout=subprocess.DEVNULL)
@@ -205,12 +222,12 @@ class TwinHost:
 class Fleet:
     """Twin hosts with one folder, one login key, one known_hosts file and one inventory."""
 
-    def __init__(self, twin, home, hosts, host_image, inventory=None):
+    def __init__(self, twin, home, hosts, host_images, inventory=None):
         self.twin = twin
         self.home = pathlib.Path(home)
         self.id = hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:6]
         self.prefix = "%s-%s" % (twin.prefix, self.id)
-        self.host_image = host_image
+        self.host_images = host_images or {}
         known = host_files.load_profiles()
         for name, profile in sorted(hosts.items()):
             if profile not in known:
@@ -232,8 +249,8 @@ class Fleet:
         return self.key.with_suffix(".pub").read_text().strip()
 
     def up(self):
-        if not self.host_image:
-            raise TwinError("the twin's host image is not built: run `python -m twin up` first")
+        if not self.host_images:
+            raise TwinError("the twin's host images are not built: run `python -m twin up` first")
         public_key = self.ensure_key()
         gateway = self.twin.gateway()
         for host in self.hosts.values():
@@ -249,8 +266,10 @@ class Fleet:
         """The driver and firmware packages for the fleet's hosts, where the operator keeps them."""
         folder = self.inventory.parent / PACKAGES_DIR
         folder.mkdir(parents=True, exist_ok=True)
+        architectures = sorted({host.architecture for host in self.hosts.values() if host.group == "ascend"})
         for kind, version in PACKAGE_RELEASES:
-            hdk.build_package(folder, kind, version, platform.machine() if kind == "driver" else None)
+            for architecture in architectures if kind == "driver" else [None]:
+                hdk.build_package(folder, kind, version, architecture)
         return folder
 
     def write_known_hosts(self):

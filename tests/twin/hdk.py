@@ -618,6 +618,13 @@ class Installer:
             options = Options(self.args)
             if self.meta is None:
                 raise Failure("ERR_NO:0x0001;ERR_DES:the package is damaged, download it again")
+            # A driver package is built for one architecture (its name says which); on another machine its
+            # programs cannot run. (The twin's wording: the real installer's for this case is not recorded.)
+            if self.meta.get("arch") and self.meta["arch"] != os.uname().machine:
+                raise Failure("the package is built for %s and this machine is %s: install "
+                              "Ascend-hdk-%s-npu-driver_%s_linux-%s.run" % (
+                                  self.meta["arch"], os.uname().machine, self.meta["chip"], self.meta["version"],
+                                  os.uname().machine))
             if "--version" in options.flags:
                 self.operation = "Version"
                 self.echo("[INFO]%s version :%s" % (self.kind, self.meta["version"]))

@@ -82,6 +82,31 @@ def build_root(root, profile):
     hdk.write_hardware(root, hdk.initial_hardware(profile))
 
 
+# One processor of a Kunpeng 920 as its kernel prints it in /proc/cpuinfo: Arm kernels name no model, only the
+# implementer (0x48, HiSilicon) and the part (0xd01, Kunpeng 920 / TaiShan v110).
+KUNPENG_920_PROCESSOR = """processor\t: {index}
+BogoMIPS\t: 200.00
+Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm jscvt fcma dcpop asimddp \
+asimdfhm
+CPU implementer\t: 0x48
+CPU architecture: 8
+CPU variant\t: 0x1
+CPU part\t: 0xd01
+CPU revision\t: 0
+
+"""
+
+
+def write_cpuinfo(root, architecture):
+    """The /proc/cpuinfo of a host of another architecture than this machine's, for the CPUs this machine has
+    (under qemu-user, a program reading /proc/cpuinfo reads this machine's own). Returns its path."""
+    if architecture != "aarch64":
+        raise ValueError("no /proc/cpuinfo known for %r; the twin emulates aarch64 only" % architecture)
+    path = pathlib.Path(root) / "kernel/cpuinfo"
+    _write(path, "".join(KUNPENG_920_PROCESSOR.format(index=index) for index in range(os.cpu_count())))
+    return path
+
+
 def build_driver_files(root, profile):
     """What an installed driver and firmware leave on a host, as the profile says they are: written by the
     package stand-ins' own writers."""

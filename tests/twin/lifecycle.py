@@ -11,6 +11,10 @@ Docker under names carrying a hash of that home, and is listed in ``<home>/state
 exactly that. Two caches are kept across ``down`` because they take minutes to make: the debootstrap root
 filesystems (``TWIN_CACHE``, default /var/cache/ascend-vllm-fleet-twin) and the images imported from them;
 ``down --purge`` removes them too.
+
+Real hosts are Kunpeng 920s, aarch64: every image is built for this machine's architecture and for aarch64, which
+runs under qemu-user (binfmt_misc with qemu-user-static's fix-binary flag). The stand-in is pushed as one multi-arch
+tag, as quay.io's are, so each host pulls its own platform.
 """
 import base64
 import hashlib
@@ -18,7 +22,6 @@ import ipaddress
 import json
 import os
 import pathlib
-import platform
 import shutil
 import signal
 import socket
@@ -33,6 +36,7 @@ import bcrypt
 import yaml
 
 from . import fleet
+from .platforms import ARCHITECTURES, BUILT, NATIVE, oci_platform, require_emulation
 from .shell import TwinError, docker, log, run
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -55,6 +59,15 @@ VARIANT_TAGS = {"v0.18.0rc1-310p-rebuilt": "LABEL ascend-vllm-fleet.twin.variant
 # (m.daocloud.io/quay.io/ascend/vllm-ascend): <registry>/quay.io/ascend/vllm-ascend.
 PREFIX = "quay.io"
 SUITE = "bookworm"
+# On an emulated host, the engine, iptables and sudo are this machine's own builds: qemu-user does not translate
+# the netlink and iptables socket calls of the first two (an arm64 dockerd fails "Protocol not supported", arm64
+# iptables "iptables who?"), and binfmt_misc runs an emulated program with the caller's credentials, not its
+# setuid owner's (sudo: "effective uid is not 0"). So an aarch64 twin host runs aarch64 programs and Python, with an
+# x86_64 Docker engine; `docker info` there names x86_64, where a real Kunpeng host's says aarch64.
+NATIVE_ON_EMULATED = ("docker.io", "iptables", "sudo")
+# The registry API's media types of one image's manifest and of a multi-arch list of them.
+IMAGE_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 # Two roots: a small one for the stand-in (every host pulls it), a full one for the hosts themselves.
 ROOTS = {
     "python": ["python3"],
@@ -73,8 +86,10 @@ REGISTRY_HOST_PORT = 5000
 REGISTRY_LOGIN_PORT = 5001
 LOGIN_FILE = "registry/login.json"
 STATE_FILE = "state.json"
-# The demo fleet: the seed's 4-card host first, then a 2-card one, cycled.
+# The demo fleet: the seed's 4-card host first, then a 2-card one, cycled; its aarch64 hosts (`up --aarch64`) are
+# the seed's host as it is, a Kunpeng 920.
 DEMO_PROFILES = ("seed_duo4", "duo2")
+DEMO_AARCH64_PROFILE = "kunpeng_seed_duo4"
 DEMO_GATEWAY = "twin-gw"
 
 
@@ -93,16 +108,34 @@ def apt_mirror():
     return "http://deb.debian.org/debian"
 
 
+def install_native(root, packages):
+    """Install packages of this machine's own architecture into a root of another one (NATIVE_ON_EMULATED says
+    why), from the same mirror, with the root's apt."""
+    native = ARCHITECTURES[NATIVE]
+    shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+    # No service starts inside the chroot (docker.io's postinst would try).
+    (root / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")
+    os.chmod(root / "usr/sbin/policy-rc.d", 0o755)
+    environment = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for command in (["dpkg", "--add-architecture", native], ["apt-get", "update", "-qq"],
+                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends"]
+                    + ["%s:%s" % (name, native) for name in packages]):
+        subprocess.run(["chroot", str(root)] + command, check=True, env=environment, stdout=subprocess.DEVNULL)
+    (root / "usr/sbin/policy-rc.d").unlink()
+    (root / "etc/resolv.conf").write_text("")
+
+
 def port_open(address, port):
     with socket.socket() as sock:
         sock.settimeout(0.5)
         return sock.connect_ex((address, port)) == 0
 
 
-def demo_hosts(count):
-    """Names and profiles of the demo fleet: count Ascend hosts, twin-01 (the seed's host), twin-02, ..., and
-    twin-gw, the gateway in front of them."""
-    hosts = {"twin-%02d" % (index + 1): DEMO_PROFILES[index % len(DEMO_PROFILES)] for index in range(count)}
+def demo_hosts(count, aarch64=0):
+    """Names and profiles of the demo fleet: count Ascend hosts, twin-01 (the seed's host), twin-02, ..., the last
+    `aarch64` of them Kunpeng hosts, and twin-gw, the gateway in front of them."""
+    hosts = {"twin-%02d" % (index + 1): DEMO_PROFILES[index % len(DEMO_PROFILES)] if index < count - aarch64
+             else DEMO_AARCH64_PROFILE for index in range(count)}
     hosts[DEMO_GATEWAY] = "gateway"
     return hosts
 
@@ -225,46 +258,67 @@ class Twin:
 
     # --- images ------------------------------------------------------------------------------------------
     @staticmethod
-    def root_tag(kind):
+    def root_tag(kind, architecture=NATIVE):
         """Names a root by its suite, architecture and packages, so a changed package list makes a new one."""
-        arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
-        return "%s-%s-%s" % (SUITE, arch, hashlib.sha256(",".join(ROOTS[kind]).encode()).hexdigest()[:8])
+        native = [name for name in ROOTS[kind] if name in NATIVE_ON_EMULATED] if architecture != NATIVE else []
+        packages = ROOTS[kind] + (["native:"] + native if native else [])
+        return "%s-%s-%s" % (SUITE, ARCHITECTURES.get(architecture, architecture),
+                             hashlib.sha256(",".join(packages).encode()).hexdigest()[:8])
 
-    def rootfs_tarball(self, kind):
-        tarball = self.cache / ("rootfs-%s-%s.tar" % (kind, self.root_tag(kind)))
+    def rootfs_tarball(self, kind, architecture=NATIVE):
+        tarball = self.cache / ("rootfs-%s-%s.tar" % (kind, self.root_tag(kind, architecture)))
         if tarball.exists():
             return tarball
+        emulated = architecture != NATIVE
+        if emulated:
+            require_emulation(architecture)
         self.cache.mkdir(parents=True, exist_ok=True)
         mirror = apt_mirror()
-        log("building a Debian %s root with %s (debootstrap from %s, a minute or two)"
-            % (SUITE, " ".join(ROOTS[kind]), mirror))
+        packages = [name for name in ROOTS[kind] if not (emulated and name in NATIVE_ON_EMULATED)]
+        log("building a Debian %s %s root with %s (debootstrap from %s, %s)" % (
+            SUITE, ARCHITECTURES[architecture], " ".join(ROOTS[kind]), mirror,
+            "minutes: it runs emulated" if emulated else "a minute or two"))
         with tempfile.TemporaryDirectory(dir=self.cache) as scratch:
             target = pathlib.Path(scratch) / "root"
-            run("debootstrap", "--variant=minbase", "--include=" + ",".join(ROOTS[kind]), SUITE, str(target), mirror)
+            run("debootstrap", "--arch=" + ARCHITECTURES[architecture], "--variant=minbase",
+                "--include=" + ",".join(packages), SUITE, str(target), mirror)
+            native = [name for name in ROOTS[kind] if name not in packages]
+            if native:
+                install_native(target, native)
             shutil.rmtree(target / "var/cache/apt/archives", ignore_errors=True)
             partial = tarball.with_suffix(".partial")
             run("tar", "-C", str(target), "--numeric-owner", "-cf", str(partial), ".")
             os.replace(partial, tarball)
         return tarball
 
-    def base_image(self, kind):
-        image = "%s%s:%s" % (BASE_REPOSITORY, kind, self.root_tag(kind))
+    def base_image(self, kind, architecture=NATIVE):
+        """The root as an image of its platform (`docker import` would label any root with this machine's)."""
+        image = "%s%s:%s" % (BASE_REPOSITORY, kind, self.root_tag(kind, architecture))
         if docker("image", "inspect", image, check=False).returncode != 0:
-            docker("import", "--change", 'CMD ["bash"]', str(self.rootfs_tarball(kind)), image)
+            tarball = self.rootfs_tarball(kind, architecture)
+            with tempfile.TemporaryDirectory(dir=self.cache) as context:
+                os.link(tarball, pathlib.Path(context) / "root.tar")
+                (pathlib.Path(context) / "Dockerfile").write_text('FROM scratch\nADD root.tar /\nCMD ["bash"]\n')
+                docker("build", "-q", "--platform", oci_platform(architecture), "-t", image, context)
         return image
 
-    def source_hash(self, kind, folder, extra=()):
+    def source_hash(self, kind, folder, extra=(), architecture=NATIVE):
         """What an image is built from: its base root and its files."""
-        digest = hashlib.sha256(self.root_tag(kind).encode())
+        digest = hashlib.sha256(self.root_tag(kind, architecture).encode())
         for path in sorted(p for p in folder.iterdir() if p.is_file()) + list(extra):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
         return digest.hexdigest()[:16]
 
-    def build(self, repository, base_kind, context_files, source_hash):
-        """Build `repository:source_hash` from a base root unless it exists; drop its older builds."""
-        tag = "%s:%s" % (repository, source_hash)
-        if docker("image", "inspect", tag, check=False).returncode != 0:
-            base = self.base_image(base_kind)
+    def build(self, repository, base_kind, context_files, folder, extra=()):
+        """`repository:<hash>-<arch>` for each architecture, built from its base root and the files unless it exists;
+        older builds are dropped. Returns {architecture: tag}."""
+        tags = {}
+        for architecture in BUILT:
+            source_hash = self.source_hash(base_kind, folder, extra, architecture)
+            tag = tags[architecture] = "%s:%s-%s" % (repository, source_hash, ARCHITECTURES[architecture])
+            if docker("image", "inspect", tag, check=False).returncode == 0:
+                continue
+            base = self.base_image(base_kind, architecture)
             with tempfile.TemporaryDirectory() as context:
                 for source, name in context_files:
                     if source.is_dir():
@@ -272,49 +326,79 @@ class Twin:
                                         ignore=shutil.ignore_patterns("__pycache__"))
                     else:
                         shutil.copy(source, pathlib.Path(context) / name)
-                docker("build", "-q", "--build-arg", "BASE=%s" % base, "--label",
-                       "ascend-vllm-fleet.twin.source=%s" % source_hash, "-t", tag, context)
+                docker("build", "-q", "--platform", oci_platform(architecture), "--build-arg", "BASE=%s" % base,
+                       "--label", "ascend-vllm-fleet.twin.source=%s" % source_hash, "-t", tag, context)
             log("built %s" % tag)
         for stale in self.our_images():
-            if stale.startswith(repository + ":") and stale != tag:
+            if stale.startswith(repository + ":") and stale not in tags.values():
                 docker("rmi", stale, check=False)  # still used by a host until it is recreated: `down` removes it
-        return tag
+        return tags
 
     def build_host_image(self, state):
         folder = HERE / "host"
         files = [(path, path.name) for path in sorted(folder.iterdir()) if path.is_file()]
-        state["host_image"] = self.build(self.host_image, "host", files, self.source_hash("host", folder))
+        state["host_images"] = self.build(self.host_image, "host", files, folder)
+        state.pop("host_image", None)
         self.save_state(state)
-        return state["host_image"]
+        return state["host_images"]
 
     def build_standin_image(self, state):
-        tag = self.build(self.build_repository, "python",
-                         [(HERE / "vllm_standin", "vllm_standin"), (HERE / "Dockerfile", "Dockerfile")],
-                         self.source_hash("python", HERE / "vllm_standin", [HERE / "Dockerfile"]))
-        state["build_tag"] = tag
-        if state.get("pushed_source") != tag or not self._registry_has_tags():
+        builds = self.build(self.build_repository, "python",
+                            [(HERE / "vllm_standin", "vllm_standin"), (HERE / "Dockerfile", "Dockerfile")],
+                            HERE / "vllm_standin", [HERE / "Dockerfile"])
+        state["build_tags"] = builds
+        state.pop("build_tag", None)
+        source = " ".join(sorted(builds.values()))
+        if state.get("pushed_source") != source or not self._registry_has_tags():
             pushed = []
-
-            def push(target):
-                docker("push", "-q", target)
-                # Untag after the push: hosts get the image only by pulling it, as from quay.io.
-                docker("rmi", target)
-                pushed.append(target)
-
             for image_tag in IMAGE_TAGS:
                 for repository in (IMAGE_REPOSITORY, "%s/%s" % (PREFIX, IMAGE_REPOSITORY)):
-                    target = "%s/%s:%s" % (self.registry, repository, image_tag)
-                    docker("tag", tag, target)
-                    push(target)
+                    self.push_multiarch(repository, image_tag, builds)
+                    pushed.append("%s:%s" % (repository, image_tag))
             derived = dict(VARIANT_TAGS, **{image_tag: "ENV SOC_VERSION=%s" % soc_version
                                             for image_tag, soc_version in OTHER_CHIP_TAGS.items()})
             for image_tag, line in sorted(derived.items()):
-                target = "%s/%s:%s" % (self.registry, IMAGE_REPOSITORY, image_tag)
-                docker("build", "-q", "-t", target, "-", input="FROM %s\n%s\n" % (tag, line))
-                push(target)
-            state["pushed_source"] = tag
-            log("registry serves %s" % ", ".join(pushed))
+                variants = {}
+                for architecture, build_tag in builds.items():
+                    variants[architecture] = "%s-derived" % build_tag
+                    docker("build", "-q", "--platform", oci_platform(architecture), "-t", variants[architecture],
+                           "-", input="FROM %s\n%s\n" % (build_tag, line))
+                self.push_multiarch(IMAGE_REPOSITORY, image_tag, variants)
+                for variant in variants.values():
+                    docker("rmi", variant)
+                pushed.append("%s:%s" % (IMAGE_REPOSITORY, image_tag))
+            state["pushed_source"] = source
+            log("registry serves %s, each for %s" % (", ".join(pushed), " and ".join(
+                oci_platform(architecture) for architecture in BUILT)))
         self.save_state(state)
+
+    def push_multiarch(self, repository, image_tag, builds):
+        """One tag for every architecture, as quay.io's: each build is pushed under the tag in turn, then the tag
+        is made a manifest list of them (the registry keeps each build's manifest by its digest)."""
+        target = "%s/%s:%s" % (self.registry, repository, image_tag)
+        manifests = []
+        for architecture, build_tag in sorted(builds.items()):
+            docker("tag", build_tag, target)
+            docker("push", "-q", target)
+            # Untag after the push: hosts get the image only by pulling it, as from quay.io.
+            docker("rmi", target)
+            manifests.append(dict(self._manifest_reference(repository, image_tag),
+                                  platform=dict(oci_platform(architecture, as_dict=True))))
+        body = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST_LIST, "manifests": manifests}).encode()
+        request = urllib.request.Request("http://%s/v2/%s/manifests/%s" % (self.registry, repository, image_tag),
+                                         data=body, method="PUT", headers={"Content-Type": MANIFEST_LIST})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            if response.status != 201:
+                raise TwinError("the registry refused the manifest list of %s: HTTP %d" % (target, response.status))
+
+    def _manifest_reference(self, repository, image_tag):
+        """The media type, digest and size of the image manifest a tag names now."""
+        request = urllib.request.Request("http://%s/v2/%s/manifests/%s" % (self.registry, repository, image_tag),
+                                         headers={"Accept": IMAGE_MANIFEST})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body = response.read()
+        return {"mediaType": IMAGE_MANIFEST, "digest": "sha256:" + hashlib.sha256(body).hexdigest(),
+                "size": len(body)}
 
     def _registry_has_tags(self):
         wanted = {IMAGE_REPOSITORY: set(IMAGE_TAGS) | set(OTHER_CHIP_TAGS) | set(VARIANT_TAGS),
@@ -349,17 +433,23 @@ class Twin:
     def fleet(self, home, hosts, inventory=None):
         """A fleet of this twin's hosts with its own folder, key and inventory (tests make private ones)."""
         state = self.load_state()
-        return fleet.Fleet(self, home, hosts, state.get("host_image"), inventory=inventory)
+        return fleet.Fleet(self, home, hosts, state.get("host_images"), inventory=inventory)
 
-    def demo_fleet(self, count=None):
+    def demo_fleet(self, count=None, aarch64=None):
         state = self.load_state()
+        hosts = {name: profile for name, profile in (state.get("hosts") or {}).items() if name != DEMO_GATEWAY}
         if count is None:
-            count = len(set(state.get("hosts") or {}) - {DEMO_GATEWAY}) or 2
-        return self.fleet(self.home / "demo", demo_hosts(count), inventory=self.inventory)
+            count = len(hosts) or 2
+        if aarch64 is None:
+            aarch64 = min(count, sum(profile == DEMO_AARCH64_PROFILE for profile in hosts.values()))
+        if aarch64 > count:
+            raise TwinError("--aarch64 %d: more than the %d demo hosts. Fix: give --hosts %d or more"
+                            % (aarch64, count, aarch64))
+        return self.fleet(self.home / "demo", demo_hosts(count, aarch64), inventory=self.inventory)
 
-    def up(self, count=None):
+    def up(self, count=None, aarch64=None):
         state = self.infrastructure()
-        demo = self.demo_fleet(count)
+        demo = self.demo_fleet(count, aarch64)
         stale = set(state.get("hosts") or {}) - set(demo.hosts)
         if stale:
             demo.remove_hosts(sorted(stale))
@@ -368,6 +458,8 @@ class Twin:
         state["hosts"] = {name: host.profile_name for name, host in demo.hosts.items()}
         state["inventory"] = str(self.inventory)
         self.save_state(state)
+        for name, host in demo.hosts.items():
+            log("  %-8s %-8s %s" % (name, host.architecture if host.group == "ascend" else "", host.profile_name))
         log("up: %d host(s) in %s, registry %s" % (len(demo.hosts), self.inventory, self.registry))
         return state
 
@@ -444,16 +536,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m twin", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["up", "down", "status"])
     parser.add_argument("--hosts", type=int, help="with up: how many demo hosts (default: as many as now, or 2)")
+    parser.add_argument("--aarch64", type=int, help="with up: how many of them are Kunpeng (aarch64) hosts, which "
+                        "run emulated and slower (README: the twin) (default: as many as now, or 0)")
     parser.add_argument("--purge", action="store_true", help="with down: also remove the caches")
     parser.add_argument("--inventory", help="with up: where to write the demo fleet's inventory (default %s)"
                         % DEFAULT_INVENTORY)
     args = parser.parse_args(argv)
     if args.hosts is not None and args.hosts < 1:
         parser.error("--hosts %d: expected 1 or more" % args.hosts)
+    if args.aarch64 is not None and args.aarch64 < 0:
+        parser.error("--aarch64 %d: expected 0 or more" % args.aarch64)
     twin = Twin(inventory=args.inventory)
     try:
         if args.command == "up":
-            twin.up(args.hosts)
+            twin.up(args.hosts, args.aarch64)
         elif args.command == "down":
             twin.down(purge=args.purge)
         else:

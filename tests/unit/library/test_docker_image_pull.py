@@ -17,20 +17,22 @@ NO_SUCH_IMAGE = "Error response from daemon: No such image: " + IMAGE
 
 
 def fake_docker(tmp_path, inspect=(1, NO_SUCH_IMAGE), pull=(0, "Status: Downloaded newer image"), after_pull=None,
-                password=None):
+                password=None, engine="linux/amd64"):
     """A docker CLI that answers `image inspect` with inspect (after a pull that succeeded: after_pull, by default
-    the image present), `pull` with pull and `login` as a registry whose password is password, and logs each
+    the image present), `pull` with pull, `version` with the engine's platform engine, and `login` as a registry
+    whose password is password, and logs each
     call's arguments (a login: with the folder its --config names, and whether that folder exists at the pull
     that follows); returns (path, calls())."""
     log = tmp_path / "docker-calls.jsonl"
     answers = {"inspect": list(inspect), "pull": list(pull), "after_pull": list(after_pull or (0, PRESENT)),
-               "password": password}
+               "password": password, "engine": engine}
     script = tmp_path / "docker"
     script.write_text(
         "#!%s\nimport json, os, sys\nanswers = json.loads(%r)\npulled = %r\nargs = sys.argv[1:]\n"
         "with open(%r, 'a') as log:\n    log.write(json.dumps(args + (['config exists'] if args[:1] == ['--config'] "
         "and os.path.isdir(args[1]) else [])) + '\\n')\n"
         "if args[:1] == ['--config']:\n    args = args[2:]\n"
+        "if args[0] == 'version':\n    print(answers['engine'])\n    sys.exit(0)\n"
         "if args[0] == 'login':\n    right = sys.stdin.read() == answers['password']\n"
         "    print('Login Succeeded' if right else 'Error response from daemon: Get \"http://r/v2/\": unauthorized: "
         "incorrect username or password', file=sys.stdout if right else sys.stderr)\n    sys.exit(0 if right else 1)\n"
@@ -282,6 +284,7 @@ def test_the_login_keeps_its_credentials_in_its_own_file_not_in_a_helper(tmp_pat
     # The fake docker shows the config the login found: it must name the registry, so no helper is looked for.
     script = tmp_path / "docker"
     script.write_text(script.read_text().replace(
+        "if args[0] == 'version':\n    print(answers['engine'])\n    sys.exit(0)\n"
         "if args[0] == 'login':", "if args[0] == 'login':\n    print(open(os.path.join(sys.argv[2], "
         "'config.json')).read(), file=open(%r, 'w'))" % str(tmp_path / "config-seen")))
     run_module("docker_image_pull", name=IMAGE, pull_from=SWR, docker=docker, delay=0,
@@ -294,6 +297,7 @@ def test_a_registry_that_cannot_be_reached_for_the_login_is_retried_and_blamed_o
     docker, calls = fake_docker(tmp_path, password=SECRET)
     script = tmp_path / "docker"
     script.write_text(script.read_text().replace(
+        "if args[0] == 'version':\n    print(answers['engine'])\n    sys.exit(0)\n"
         "if args[0] == 'login':", "if args[0] == 'login':\n    print('Error response from daemon: Get "
         "\"https://swr/v2/\": dial tcp: lookup swr: no such host', file=sys.stderr)\n    sys.exit(1)"))
     result = run_module("docker_image_pull", name=IMAGE, pull_from=SWR, docker=docker, delay=0, retries=3,
@@ -310,3 +314,47 @@ def test_an_account_given_in_part_is_refused(tmp_path, account):
     result = run_module("docker_image_pull", name=IMAGE, docker=docker, **account)
     assert_refused(result, "expected both, or neither", "vllm_image_registry_password")
     assert calls() == [] and SECRET not in json.dumps(result)
+
+
+def image_of(architecture):
+    return json.dumps([dict(json.loads(PRESENT)[0], Os="linux", Architecture=architecture)])
+
+
+@pytest.mark.parametrize("engine, asked", [("linux/amd64", ["--platform", "linux/arm64"]), ("linux/arm64", [])])
+def test_the_hosts_platform_is_asked_for_only_where_the_engine_would_pull_another(tmp_path, engine, asked):
+    """An engine older than 20.10 takes --platform only with its experimental features: it is given where needed."""
+    docker, calls = fake_docker(tmp_path, after_pull=(0, image_of("arm64")), engine=engine)
+    result = run_module("docker_image_pull", name=IMAGE, platform="linux/arm64", docker=docker)
+    assert result["changed"] and result["platform"] == "linux/arm64", result
+    assert pulls(calls) == [["pull"] + asked + ["--", IMAGE]]
+
+
+def test_an_image_of_another_platform_on_the_host_is_pulled_again(tmp_path):
+    docker, calls = fake_docker(tmp_path, inspect=(0, image_of("amd64")), after_pull=(0, image_of("arm64")))
+    result = run_module("docker_image_pull", name=IMAGE, platform="linux/arm64/v8", docker=docker)
+    assert result["changed"] and len(pulls(calls)) == 1, result
+    (tmp_path / "again").mkdir()
+    again = run_module("docker_image_pull", name=IMAGE, platform="linux/arm64/v8",
+                       docker=fake_docker(tmp_path / "again", inspect=(0, image_of("arm64")))[0])
+    assert not again["changed"] and again["platform"] == "linux/arm64", again
+
+
+def test_a_mirror_that_serves_another_platform_is_named_with_the_fix(tmp_path):
+    """A mirror that copied one platform of quay.io's multi-arch tag gives an amd64 image to an aarch64 host."""
+    mirror = "registry.example.cn/ascend/vllm-ascend:v0.18.0rc1-310p"
+    docker, calls = fake_docker(tmp_path, after_pull=(0, image_of("amd64")), engine="linux/arm64")
+    result = run_module("docker_image_pull", name=IMAGE, pull_from=mirror, platform="linux/arm64", docker=docker)
+    assert result.get("failed"), result
+    for piece in (mirror + " was pulled but is an image for linux/amd64", "this host runs linux/arm64",
+                  "registry.example.cn serves no linux/arm64 build", "fleet_image_registry_mirror",
+                  "docker pull --platform linux/arm64 " + IMAGE, "vllm_image_offline_tarball"):
+        assert piece in result["msg"], result["msg"]
+    assert ["tag", "--", mirror, IMAGE] not in calls(), "the wrong image was given the containers' name"
+
+
+@pytest.mark.parametrize("platform", ["arm64", "linux", "linux/arm64/v8/x", "--all-tags"])
+def test_a_platform_docker_would_not_read_is_refused_before_any_call(tmp_path, platform):
+    docker, calls = fake_docker(tmp_path)
+    result = run_module("docker_image_pull", name=IMAGE, platform=platform, docker=docker)
+    assert_refused(result, "platform %r" % platform, "os/architecture", "vllm_image_platform")
+    assert calls() == []

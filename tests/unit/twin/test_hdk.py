@@ -19,6 +19,7 @@ import pytest
 
 from conftest import REPO, snapshot
 from twin import hdk, hosts
+from twin.platforms import NATIVE
 
 DRIVER = "25.5.2"
 FIRMWARE = "7.8.0.7.220"
@@ -53,7 +54,7 @@ esac
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory):
     folder = tmp_path_factory.mktemp("packages")
-    return {"driver": hdk.build_package(folder, "driver", DRIVER, "aarch64"),
+    return {"driver": hdk.build_package(folder, "driver", DRIVER, NATIVE),
             "firmware": hdk.build_package(folder, "firmware", FIRMWARE)}
 
 
@@ -130,13 +131,14 @@ def node(root, name):
 
 def test_packages_are_named_as_huaweis_and_rebuild_to_the_same_bytes(packages, tmp_path):
     driver, firmware = packages["driver"], packages["firmware"]
-    assert driver.name == "Ascend-hdk-310p-npu-driver_25.5.2_linux-aarch64.run"
+    assert driver.name == "Ascend-hdk-310p-npu-driver_25.5.2_linux-%s.run" % NATIVE
+    assert hdk.package_name("driver", "25.5.2", "aarch64") == "Ascend-hdk-310p-npu-driver_25.5.2_linux-aarch64.run"
     assert firmware.name == "Ascend-hdk-310p-npu-firmware_7.8.0.7.220.run"
     assert hdk.package_name("driver", "25.5.2", "x86_64") == "Ascend-hdk-310p-npu-driver_25.5.2_linux-x86_64.run"
     assert stat.S_IMODE(driver.stat().st_mode) == 0o755
     assert driver.read_bytes().startswith(b"#!/bin/bash\n")
     before = driver.stat()
-    assert hdk.build_package(driver.parent, "driver", DRIVER, "aarch64") == driver
+    assert hdk.build_package(driver.parent, "driver", DRIVER, NATIVE) == driver
     after = driver.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     elsewhere = hdk.build_package(tmp_path, "firmware", FIRMWARE)
@@ -153,7 +155,7 @@ def test_the_payload_holds_the_installer_the_emulator_and_what_the_package_is(pa
         assert tar.getnames() == ["package.json", "hdk.py", "npu_smi.py"]
         meta = json.loads(tar.extractfile("package.json").read())
         assert tar.extractfile("npu_smi.py").read() == (REPO / "tests/twin/npu_smi.py").read_bytes()
-    assert meta == {"kind": "driver", "version": DRIVER, "arch": "aarch64", "chip": "310p",
+    assert meta == {"kind": "driver", "version": DRIVER, "arch": NATIVE, "chip": "310p",
                     "compatible_version_fw": "[7.0.0,8.9.9]"}
     firmware_meta, _ = hdk.read_package(packages["firmware"])
     assert firmware_meta == {"kind": "firmware", "version": FIRMWARE, "arch": None, "chip": "310p"}
@@ -179,6 +181,16 @@ def test_check_verifies_the_payload_and_a_flipped_byte_fails_it(packages, fresh_
     assert hdk.main(["run", str(damaged), "--check"]) == 1
     assert "Error in SHA256 checksums: " in capsys.readouterr().out
     assert not (fresh_root / "usr/local/Ascend").exists()
+
+
+def test_a_driver_package_of_another_architecture_installs_nothing(fresh_root, docker_bins, tmp_path):
+    other = "x86_64" if NATIVE == "aarch64" else "aarch64"
+    package = hdk.build_package(tmp_path, "driver", DRIVER, other)
+    result = run(package, fresh_root, *INSTALL, docker_bins=docker_bins)
+    assert result.returncode == 1
+    assert "the package is built for %s and this machine is %s: install %s" % (
+        other, NATIVE, hdk.package_name("driver", DRIVER, NATIVE)) in result.stdout
+    assert not (fresh_root / "usr/local/Ascend/driver").exists()
 
 
 def test_version_prints_the_package_version(packages, fresh_root, docker_bins):
