@@ -68,7 +68,9 @@ NATIVE_ON_EMULATED = ("docker.io", "iptables", "sudo")
 # The registry API's media types of one image's manifest and of a multi-arch list of them.
 IMAGE_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
-# Two roots: a small one for the stand-in (every host pulls it), a full one for the hosts themselves.
+# Two roots: a small one for the stand-in (every host pulls it), a full one for the hosts themselves, made from the
+# small one (ROOT_BASES).
+ROOT_BASES = {"host": "python"}
 ROOTS = {
     "python": ["python3"],
     # haproxy: the fleet's gateway; a twin host reaches no package mirror, so the root has it as a site's own
@@ -108,19 +110,19 @@ def apt_mirror():
     return "http://deb.debian.org/debian"
 
 
-def install_native(root, packages):
-    """Install packages of this machine's own architecture into a root of another one (NATIVE_ON_EMULATED says
-    why), from the same mirror, with the root's apt."""
-    native = ARCHITECTURES[NATIVE]
+def apt_install(root, packages, foreign_architecture=None):
+    """Install packages into a root with its own apt, from the mirror debootstrap gave it (`name:arch` for another
+    architecture's build, which foreign_architecture adds to dpkg's)."""
     shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
-    # No service starts inside the chroot (docker.io's postinst would try).
+    # No service starts inside the chroot (the postinst scripts of docker.io and openssh-server would try).
     (root / "usr/sbin/policy-rc.d").write_text("#!/bin/sh\nexit 101\n")
     os.chmod(root / "usr/sbin/policy-rc.d", 0o755)
-    environment = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for command in (["dpkg", "--add-architecture", native], ["apt-get", "update", "-qq"],
-                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends"]
-                    + ["%s:%s" % (name, native) for name in packages]):
-        subprocess.run(["chroot", str(root)] + command, check=True, env=environment, stdout=subprocess.DEVNULL)
+    (root / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+    commands = [["dpkg", "--add-architecture", foreign_architecture]] if foreign_architecture else []
+    commands += [["apt-get", "update", "-qq"],
+                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + list(packages)]
+    for command in commands:
+        run("chroot", str(root), *command, env={"DEBIAN_FRONTEND": "noninteractive"})
     (root / "usr/sbin/policy-rc.d").unlink()
     (root / "etc/resolv.conf").write_text("")
 
@@ -261,30 +263,41 @@ class Twin:
     def root_tag(kind, architecture=NATIVE):
         """Names a root by its suite, architecture and packages, so a changed package list makes a new one."""
         native = [name for name in ROOTS[kind] if name in NATIVE_ON_EMULATED] if architecture != NATIVE else []
-        packages = ROOTS[kind] + (["native:"] + native if native else [])
+        packages = ROOTS[kind] + (["native:"] + native if native else []) + (
+            ["from:" + ROOT_BASES[kind]] if kind in ROOT_BASES else [])
         return "%s-%s-%s" % (SUITE, ARCHITECTURES.get(architecture, architecture),
                              hashlib.sha256(",".join(packages).encode()).hexdigest()[:8])
 
     def rootfs_tarball(self, kind, architecture=NATIVE):
+        """The root of a kind for an architecture: debootstrap makes the python root, and the host root is the python
+        root with the host's packages added, so that the base system is installed (and, emulated, configured: most of
+        the minutes) once per architecture."""
         tarball = self.cache / ("rootfs-%s-%s.tar" % (kind, self.root_tag(kind, architecture)))
         if tarball.exists():
             return tarball
         emulated = architecture != NATIVE
         if emulated:
             require_emulation(architecture)
+        base = ROOT_BASES.get(kind)
+        base_tarball = self.rootfs_tarball(base, architecture) if base else None
         self.cache.mkdir(parents=True, exist_ok=True)
         mirror = apt_mirror()
-        packages = [name for name in ROOTS[kind] if not (emulated and name in NATIVE_ON_EMULATED)]
-        log("building a Debian %s %s root with %s (debootstrap from %s, %s)" % (
-            SUITE, ARCHITECTURES[architecture], " ".join(ROOTS[kind]), mirror,
+        log("building a Debian %s %s root with %s (%s, %s)" % (
+            SUITE, ARCHITECTURES[architecture], " ".join(ROOTS[kind]),
+            "the %s root and apt" % base if base else "debootstrap from %s" % mirror,
             "minutes: it runs emulated" if emulated else "a minute or two"))
         with tempfile.TemporaryDirectory(dir=self.cache) as scratch:
             target = pathlib.Path(scratch) / "root"
-            run("debootstrap", "--arch=" + ARCHITECTURES[architecture], "--variant=minbase",
-                "--include=" + ",".join(packages), SUITE, str(target), mirror)
-            native = [name for name in ROOTS[kind] if name not in packages]
-            if native:
-                install_native(target, native)
+            if base:
+                target.mkdir()
+                run("tar", "-C", str(target), "--numeric-owner", "-xf", str(base_tarball))
+                native = ARCHITECTURES[NATIVE]
+                packages = ["%s:%s" % (name, native) if emulated and name in NATIVE_ON_EMULATED else name
+                            for name in ROOTS[kind] if name not in ROOTS[base]]
+                apt_install(target, packages, native if emulated else None)
+            else:
+                run("debootstrap", "--arch=" + ARCHITECTURES[architecture], "--variant=minbase",
+                    "--include=" + ",".join(ROOTS[kind]), SUITE, str(target), mirror)
             shutil.rmtree(target / "var/cache/apt/archives", ignore_errors=True)
             partial = tarball.with_suffix(".partial")
             run("tar", "-C", str(target), "--numeric-owner", "-cf", str(partial), ".")
