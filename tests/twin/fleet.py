@@ -251,6 +251,8 @@ class Fleet:
     def up(self):
         if not self.host_images:
             raise TwinError("the twin's host images are not built: run `python -m twin up` first")
+        for architecture in sorted({host.architecture for host in self.hosts.values()} - set(self.host_images)):
+            self.host_images = self.twin.add_architecture(architecture)["host_images"]
         public_key = self.ensure_key()
         gateway = self.twin.gateway()
         for host in self.hosts.values():

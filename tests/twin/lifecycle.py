@@ -17,6 +17,8 @@ runs under qemu-user (binfmt_misc with qemu-user-static's fix-binary flag). The 
 tag, as quay.io's are, so each host pulls its own platform.
 """
 import base64
+import contextlib
+import fcntl
 import hashlib
 import ipaddress
 import json
@@ -281,6 +283,16 @@ class Twin:
         base = ROOT_BASES.get(kind)
         base_tarball = self.rootfs_tarball(base, architecture) if base else None
         self.cache.mkdir(parents=True, exist_ok=True)
+        # Twins share the cache (a test's private twin, the background build): one builds a root, the others wait.
+        with open(tarball.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not tarball.exists():
+                self._make_root(tarball, kind, architecture, base_tarball)
+        return tarball
+
+    def _make_root(self, tarball, kind, architecture, base_tarball):
+        """Write the root tarball: debootstrap, or the base root with apt (rootfs_tarball says which)."""
+        emulated, base = architecture != NATIVE, ROOT_BASES.get(kind)
         mirror = apt_mirror()
         log("building a Debian %s %s root with %s (%s, %s)" % (
             SUITE, ARCHITECTURES[architecture], " ".join(ROOTS[kind]),
@@ -302,7 +314,6 @@ class Twin:
             partial = tarball.with_suffix(".partial")
             run("tar", "-C", str(target), "--numeric-owner", "-cf", str(partial), ".")
             os.replace(partial, tarball)
-        return tarball
 
     def base_image(self, kind, architecture=NATIVE):
         """The root as an image of its platform (`docker import` would label any root with this machine's)."""
@@ -322,15 +333,13 @@ class Twin:
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
         return digest.hexdigest()[:16]
 
-    def build(self, repository, base_kind, context_files, folder, extra=()):
-        """`repository:<hash>-<arch>` for each architecture, built from its base root and the files unless it exists;
-        older builds are dropped. Returns {architecture: tag}."""
-        tags = {}
-        for architecture in BUILT:
-            source_hash = self.source_hash(base_kind, folder, extra, architecture)
-            tag = tags[architecture] = "%s:%s-%s" % (repository, source_hash, ARCHITECTURES[architecture])
-            if docker("image", "inspect", tag, check=False).returncode == 0:
-                continue
+    def build(self, repository, base_kind, context_files, folder, architecture, extra=()):
+        """`repository:<hash>-<arch>`, built for the architecture from its base root and the files unless it exists;
+        the older builds for that architecture are dropped."""
+        source_hash = self.source_hash(base_kind, folder, extra, architecture)
+        suffix = "-" + ARCHITECTURES[architecture]
+        tag = "%s:%s%s" % (repository, source_hash, suffix)
+        if docker("image", "inspect", tag, check=False).returncode != 0:
             base = self.base_image(base_kind, architecture)
             with tempfile.TemporaryDirectory() as context:
                 for source, name in context_files:
@@ -343,66 +352,70 @@ class Twin:
                        "--label", "ascend-vllm-fleet.twin.source=%s" % source_hash, "-t", tag, context)
             log("built %s" % tag)
         for stale in self.our_images():
-            if stale.startswith(repository + ":") and stale not in tags.values():
+            if stale.startswith(repository + ":") and stale.endswith(suffix) and stale != tag:
                 docker("rmi", stale, check=False)  # still used by a host until it is recreated: `down` removes it
-        return tags
+        return tag
 
-    def build_host_image(self, state):
+    def build_architecture(self, state, architecture):
+        """The host image and the stand-in of one architecture, into the state."""
         folder = HERE / "host"
         files = [(path, path.name) for path in sorted(folder.iterdir()) if path.is_file()]
-        state["host_images"] = self.build(self.host_image, "host", files, folder)
-        state.pop("host_image", None)
+        state.setdefault("host_images", {})[architecture] = self.build(self.host_image, "host", files, folder,
+                                                                       architecture)
+        standin = [(HERE / "vllm_standin", "vllm_standin"), (HERE / "Dockerfile", "Dockerfile")]
+        state.setdefault("build_tags", {})[architecture] = self.build(
+            self.build_repository, "python", standin, HERE / "vllm_standin", architecture, [HERE / "Dockerfile"])
         self.save_state(state)
-        return state["host_images"]
 
-    def build_standin_image(self, state):
-        builds = self.build(self.build_repository, "python",
-                            [(HERE / "vllm_standin", "vllm_standin"), (HERE / "Dockerfile", "Dockerfile")],
-                            HERE / "vllm_standin", [HERE / "Dockerfile"])
-        state["build_tags"] = builds
-        state.pop("build_tag", None)
+    def push_standin(self, state):
+        """Every tag of the registry, for every architecture built: one multi-arch tag each, as quay.io's."""
+        builds = state["build_tags"]
         source = " ".join(sorted(builds.values()))
-        if state.get("pushed_source") != source or not self._registry_has_tags():
-            pushed = []
-            for image_tag in IMAGE_TAGS:
-                for repository in (IMAGE_REPOSITORY, "%s/%s" % (PREFIX, IMAGE_REPOSITORY)):
-                    self.push_multiarch(repository, image_tag, builds)
-                    pushed.append("%s:%s" % (repository, image_tag))
-            derived = dict(VARIANT_TAGS, **{image_tag: "ENV SOC_VERSION=%s" % soc_version
-                                            for image_tag, soc_version in OTHER_CHIP_TAGS.items()})
-            for image_tag, line in sorted(derived.items()):
-                variants = {}
-                for architecture, build_tag in builds.items():
-                    variants[architecture] = "%s-derived" % build_tag
-                    docker("build", "-q", "--platform", oci_platform(architecture), "-t", variants[architecture],
-                           "-", input="FROM %s\n%s\n" % (build_tag, line))
-                self.push_multiarch(IMAGE_REPOSITORY, image_tag, variants)
-                for variant in variants.values():
-                    docker("rmi", variant)
-                pushed.append("%s:%s" % (IMAGE_REPOSITORY, image_tag))
-            state["pushed_source"] = source
-            log("registry serves %s, each for %s" % (", ".join(pushed), " and ".join(
-                oci_platform(architecture) for architecture in BUILT)))
+        if state.get("pushed_source") == source and self._registry_has_tags(builds):
+            return
+        pushed = []
+        for image_tag in IMAGE_TAGS:
+            for repository in (IMAGE_REPOSITORY, "%s/%s" % (PREFIX, IMAGE_REPOSITORY)):
+                self.push_multiarch(repository, image_tag, builds)
+                pushed.append("%s:%s" % (repository, image_tag))
+        derived = dict(VARIANT_TAGS, **{image_tag: "ENV SOC_VERSION=%s" % soc_version
+                                        for image_tag, soc_version in OTHER_CHIP_TAGS.items()})
+        for image_tag, line in sorted(derived.items()):
+            variants = {}
+            for architecture, build_tag in builds.items():
+                variants[architecture] = "%s-derived" % build_tag
+                docker("build", "-q", "--platform", oci_platform(architecture), "-t", variants[architecture],
+                       "-", input="FROM %s\n%s\n" % (build_tag, line))
+            self.push_multiarch(IMAGE_REPOSITORY, image_tag, variants)
+            for variant in variants.values():
+                docker("rmi", variant)
+            pushed.append("%s:%s" % (IMAGE_REPOSITORY, image_tag))
+        state["pushed_source"] = source
         self.save_state(state)
+        log("registry serves %s, each for %s" % (", ".join(pushed), " and ".join(
+            oci_platform(architecture) for architecture in sorted(builds))))
 
     def push_multiarch(self, repository, image_tag, builds):
-        """One tag for every architecture, as quay.io's: each build is pushed under the tag in turn, then the tag
-        is made a manifest list of them (the registry keeps each build's manifest by its digest)."""
-        target = "%s/%s:%s" % (self.registry, repository, image_tag)
+        """One tag for every architecture built, as quay.io's: each build is pushed under a tag of its platform
+        (`<tag>-linux-arm64`), then the tag becomes a list of them in one step, so a host pulling meanwhile gets
+        the tag as it was or as it is, never another platform's image."""
         manifests = []
         for architecture, build_tag in sorted(builds.items()):
+            own_tag = "%s-linux-%s" % (image_tag, ARCHITECTURES[architecture])
+            target = "%s/%s:%s" % (self.registry, repository, own_tag)
             docker("tag", build_tag, target)
             docker("push", "-q", target)
             # Untag after the push: hosts get the image only by pulling it, as from quay.io.
             docker("rmi", target)
-            manifests.append(dict(self._manifest_reference(repository, image_tag),
+            manifests.append(dict(self._manifest_reference(repository, own_tag),
                                   platform=dict(oci_platform(architecture, as_dict=True))))
         body = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST_LIST, "manifests": manifests}).encode()
         request = urllib.request.Request("http://%s/v2/%s/manifests/%s" % (self.registry, repository, image_tag),
                                          data=body, method="PUT", headers={"Content-Type": MANIFEST_LIST})
         with urllib.request.urlopen(request, timeout=30) as response:
             if response.status != 201:
-                raise TwinError("the registry refused the manifest list of %s: HTTP %d" % (target, response.status))
+                raise TwinError("the registry refused the manifest list of %s:%s: HTTP %d"
+                                % (repository, image_tag, response.status))
 
     def _manifest_reference(self, repository, image_tag):
         """The media type, digest and size of the image manifest a tag names now."""
@@ -413,22 +426,29 @@ class Twin:
         return {"mediaType": IMAGE_MANIFEST, "digest": "sha256:" + hashlib.sha256(body).hexdigest(),
                 "size": len(body)}
 
-    def _registry_has_tags(self):
+    def _registry_has_tags(self, builds):
+        """Whether the registry serves every tag, each as a list of a build for every architecture built."""
         wanted = {IMAGE_REPOSITORY: set(IMAGE_TAGS) | set(OTHER_CHIP_TAGS) | set(VARIANT_TAGS),
                   "%s/%s" % (PREFIX, IMAGE_REPOSITORY): set(IMAGE_TAGS)}
+        platforms = sorted(ARCHITECTURES[architecture] for architecture in builds)
         try:
             for repository, tags in wanted.items():
-                url = "http://%s/v2/%s/tags/list" % (self.registry, repository)
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    if not tags <= set(json.load(response).get("tags") or []):
+                for image_tag in tags:
+                    request = urllib.request.Request(
+                        "http://%s/v2/%s/manifests/%s" % (self.registry, repository, image_tag),
+                        headers={"Accept": MANIFEST_LIST})
+                    with urllib.request.urlopen(request, timeout=5) as response:
+                        listed = json.load(response).get("manifests") or []
+                    if sorted(entry["platform"]["architecture"] for entry in listed) != platforms:
                         return False
             return True
-        except (urllib.error.URLError, OSError, ValueError):
+        except (urllib.error.URLError, OSError, ValueError, KeyError):
             return False
 
     # --- lifecycle ---------------------------------------------------------------------------------------
-    def infrastructure(self):
-        """Network, registry and images: what every fleet of this twin shares. Repeatable."""
+    def infrastructure(self, architectures=BUILT):
+        """Network, registry and images (those of the architectures given): what every fleet of this twin shares.
+        Repeatable."""
         if not shutil.which("docker") or docker("info", check=False).returncode != 0:
             raise TwinError("no Docker engine answers: start dockerd (scripts/dev does) and try again")
         state = self.load_state()
@@ -439,9 +459,32 @@ class Twin:
         self.start_registry(state, "hosts", "%s:%d" % (gateway, REGISTRY_HOST_PORT), readonly=True)
         self.start_registry(state, "login", "%s:%d" % (gateway, REGISTRY_LOGIN_PORT), readonly=True,
                             htpasswd=self.registry_account())
-        self.build_host_image(state)
-        self.build_standin_image(state)
+        with self.build_lock():
+            state = self.load_state()
+            for architecture in architectures:
+                self.build_architecture(state, architecture)
+            self.push_standin(state)
         return state
+
+    def add_architecture(self, architecture):
+        """The images of an architecture `up` left out (built now, or by another process that holds the build
+        lock: waited for). What a fleet with such a host asks for first."""
+        with self.build_lock():
+            state = self.load_state()
+            if architecture not in state.get("host_images", {}):
+                if architecture not in BUILT:
+                    raise TwinError("the twin has no %s hosts: it emulates %s" % (architecture, " and ".join(BUILT)))
+                self.build_architecture(state, architecture)
+                self.push_standin(state)
+        return state
+
+    @contextlib.contextmanager
+    def build_lock(self):
+        """One process at a time builds and pushes images (`up` and a background `build`, a test's fleet)."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.home / "build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
 
     def fleet(self, home, hosts, inventory=None):
         """A fleet of this twin's hosts with its own folder, key and inventory (tests make private ones)."""
@@ -460,8 +503,8 @@ class Twin:
                             % (aarch64, count, aarch64))
         return self.fleet(self.home / "demo", demo_hosts(count, aarch64), inventory=self.inventory)
 
-    def up(self, count=None, aarch64=None):
-        state = self.infrastructure()
+    def up(self, count=None, aarch64=None, native_only=False):
+        state = self.infrastructure([NATIVE] if native_only else BUILT)
         demo = self.demo_fleet(count, aarch64)
         stale = set(state.get("hosts") or {}) - set(demo.hosts)
         if stale:
@@ -547,10 +590,14 @@ def main(argv=None):
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m twin", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "build", "down", "status"],
+                        help="build: the images of every architecture, after `up --native-only`")
     parser.add_argument("--hosts", type=int, help="with up: how many demo hosts (default: as many as now, or 2)")
     parser.add_argument("--aarch64", type=int, help="with up: how many of them are Kunpeng (aarch64) hosts, which "
                         "run emulated and slower (README: the twin) (default: as many as now, or 0)")
+    parser.add_argument("--native-only", action="store_true",
+                        help="with up: build this machine's architecture only, unless a demo host is of another "
+                             "(`build` or the first fleet with such a host adds it)")
     parser.add_argument("--purge", action="store_true", help="with down: also remove the caches")
     parser.add_argument("--inventory", help="with up: where to write the demo fleet's inventory (default %s)"
                         % DEFAULT_INVENTORY)
@@ -562,7 +609,10 @@ def main(argv=None):
     twin = Twin(inventory=args.inventory)
     try:
         if args.command == "up":
-            twin.up(args.hosts, args.aarch64)
+            twin.up(args.hosts, args.aarch64, args.native_only)
+        elif args.command == "build":
+            for architecture in BUILT:
+                twin.add_architecture(architecture)
         elif args.command == "down":
             twin.down(purge=args.purge)
         else:
