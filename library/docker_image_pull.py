@@ -199,6 +199,7 @@ NAME_MAX = 255
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # os/architecture[/variant], as docker's --platform takes it (linux/arm64, linux/arm64/v8, linux/amd64).
 PLATFORM = re.compile(r"[a-z0-9]+/[a-z0-9_]+(?:/[a-z0-9]+)?")
+MACHINE_NAMES = {"aarch64": "arm64", "x86_64": "amd64"}
 REFERENCE_FORM = ("an image reference, [registry[:port]/]repository[:tag][@sha256:<digest>], for example "
                   "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p")
 # Pull errors another attempt cannot fix, as docker words them (lower case), with their fix; the first that the
@@ -208,6 +209,10 @@ PERMANENT = (
     ("permission denied while trying to connect to the docker daemon",
      "run the task as root (become: true) or as a member of the docker group"),
     ("no matching manifest", "the image has no build for this host's architecture: pick a tag built for it"),
+    ("only supported on a docker daemon with experimental", "this Docker engine (older than 20.10) pulls another "
+                                                            "platform only with its experimental features on: "
+                                                            "enable them (\"experimental\": true in daemon.json), "
+                                                            "or set vllm_image_platform to the engine's own"),
     ("manifest unknown", "the tag is not in the registry: check fleet_image_version against the registry's tags, "
                          "or that the mirror (fleet_image_registry_mirror) holds it"),
     ("repository does not exist", "check fleet_image_repository, or, for a registry that needs a login, set "
@@ -256,15 +261,22 @@ def platform_of(image):
     return "%s/%s" % (image.get("Os") or "?", image.get("Architecture") or "?")
 
 
+def os_architecture(platform):
+    """os/architecture of a platform as docker inspects images: no variant, and the machine names Docker also
+    takes (linux/aarch64, linux/x86_64) as the architectures images are labelled with."""
+    parts = platform.split("/")[:2]
+    return "/".join(parts[:1] + [MACHINE_NAMES.get(part, part) for part in parts[1:]])
+
+
 def same_platform(image, wanted):
-    """Whether an image is of the platform wanted (os/architecture; the variant is not compared)."""
-    return platform_of(image) == "/".join(wanted.split("/")[:2])
+    """Whether an image is of the platform wanted (the variant is not compared)."""
+    return platform_of(image) == os_architecture(wanted)
 
 
 def engine_platform(docker):
     """os/architecture the Docker engine pulls by default, or None when it does not say."""
     code, out, _err = run_docker(docker, "version", "--format", "{{.Server.Os}}/{{.Server.Arch}}")
-    return out.strip() if code == 0 and PLATFORM.fullmatch(out.strip()) else None
+    return os_architecture(out.strip()) if code == 0 and PLATFORM.fullmatch(out.strip()) else None
 
 
 def registry_of(name):
@@ -382,10 +394,12 @@ def log_in(params, folder, registry):
 
 def pull(params, name):
     """Pull name until it works, retrying what another attempt may fix; the number of attempts made."""
-    wanted = params["platform"]
-    asked = []
-    if wanted and engine_platform(params["docker"]) != "/".join(wanted.split("/")[:2]):
-        asked = ["--platform", wanted]
+    # Asked for only where the engine says it would pull another: an engine that does not say is left to pull its
+    # own, and the image is checked after the pull.
+    wanted, engine = params["platform"], None
+    if wanted:
+        engine = engine_platform(params["docker"])
+    asked = ["--platform", wanted] if engine and engine != os_architecture(wanted) else []
     with logged_in(params, name) as login:
         return pull_attempts(params, name, login + ["pull"] + asked)
 

@@ -8,9 +8,9 @@ instance on the twin network's gateway, as from a site's mirror.
 
 Everything the twin makes lives under its home (``TWIN_HOME``, default /var/lib/ascend-vllm-fleet-twin) or in
 Docker under names carrying a hash of that home, and is listed in ``<home>/state.json``; ``down`` removes
-exactly that. Two caches are kept across ``down`` because they take minutes to make: the debootstrap root
-filesystems (``TWIN_CACHE``, default /var/cache/ascend-vllm-fleet-twin) and the images imported from them;
-``down --purge`` removes them too.
+exactly that. Two caches are kept across ``down`` because they take minutes to make: the Debian root filesystems
+(``TWIN_CACHE``, default /var/cache/ascend-vllm-fleet-twin) and the base images made from them; ``down --purge``
+removes them too.
 
 Real hosts are Kunpeng 920s, aarch64: every image is built for this machine's architecture and for aarch64, which
 runs under qemu-user (binfmt_misc with qemu-user-static's fix-binary flag). The stand-in is pushed as one multi-arch
@@ -171,11 +171,18 @@ class Twin:
             return json.loads(self.state_path.read_text())
         return {}
 
-    def save_state(self, state):
+    @contextlib.contextmanager
+    def edited_state(self):
+        """The state as it is on disk now, written back when the block ends: one process at a time (a background
+        `build` and a test restarting a registry each change their own keys)."""
         self.home.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.state_path)
+        with open(self.home / "state.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = self.load_state()
+            yield state
+            tmp = self.state_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+            os.replace(tmp, self.state_path)
 
     # --- network -----------------------------------------------------------------------------------------
     def gateway(self):
@@ -228,7 +235,8 @@ class Twin:
             process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=output,
                                        stderr=subprocess.STDOUT, start_new_session=True)
         pids[role] = process.pid
-        self.save_state(state)
+        with self.edited_state() as current:
+            current.setdefault("registry_pids", {})[role] = process.pid
         for _ in range(100):
             if self.registry_answers(address):
                 log("registry (%s) on %s (pid %d)" % (role, address, process.pid))
@@ -333,39 +341,50 @@ class Twin:
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
         return digest.hexdigest()[:16]
 
-    def build(self, repository, base_kind, context_files, folder, architecture, extra=()):
-        """`repository:<hash>-<arch>`, built for the architecture from its base root and the files unless it exists;
-        the older builds for that architecture are dropped."""
-        source_hash = self.source_hash(base_kind, folder, extra, architecture)
-        suffix = "-" + ARCHITECTURES[architecture]
-        tag = "%s:%s%s" % (repository, source_hash, suffix)
-        if docker("image", "inspect", tag, check=False).returncode != 0:
-            base = self.base_image(base_kind, architecture)
-            with tempfile.TemporaryDirectory() as context:
-                for source, name in context_files:
-                    if source.is_dir():
-                        shutil.copytree(source, pathlib.Path(context) / name,
-                                        ignore=shutil.ignore_patterns("__pycache__"))
-                    else:
-                        shutil.copy(source, pathlib.Path(context) / name)
-                docker("build", "-q", "--platform", oci_platform(architecture), "--build-arg", "BASE=%s" % base,
-                       "--label", "ascend-vllm-fleet.twin.source=%s" % source_hash, "-t", tag, context)
-            log("built %s" % tag)
-        for stale in self.our_images():
-            if stale.startswith(repository + ":") and stale.endswith(suffix) and stale != tag:
-                docker("rmi", stale, check=False)  # still used by a host until it is recreated: `down` removes it
-        return tag
+    def image_specs(self):
+        """The twin's two images: (state key, repository, base root, context files, folder and files hashed)."""
+        host = HERE / "host"
+        return (("host_images", self.host_image, "host", [(path, path.name) for path in sorted(host.iterdir())
+                                                          if path.is_file()], host, ()),
+                ("build_tags", self.build_repository, "python",
+                 [(HERE / "vllm_standin", "vllm_standin"), (HERE / "Dockerfile", "Dockerfile")],
+                 HERE / "vllm_standin", (HERE / "Dockerfile",)))
+
+    def image_tag(self, repository, base_kind, folder, extra, architecture):
+        """`repository:<hash of what it is built from>-<arch>`."""
+        return "%s:%s-%s" % (repository, self.source_hash(base_kind, folder, extra, architecture),
+                             ARCHITECTURES[architecture])
+
+    def built_from_sources(self, state, architecture):
+        """Whether the state's images of an architecture are those of the sources as they are now."""
+        return all(state.get(key, {}).get(architecture) == self.image_tag(repository, kind, folder, extra, architecture)
+                   for key, repository, kind, _, folder, extra in self.image_specs())
 
     def build_architecture(self, state, architecture):
-        """The host image and the stand-in of one architecture, into the state."""
-        folder = HERE / "host"
-        files = [(path, path.name) for path in sorted(folder.iterdir()) if path.is_file()]
-        state.setdefault("host_images", {})[architecture] = self.build(self.host_image, "host", files, folder,
-                                                                       architecture)
-        standin = [(HERE / "vllm_standin", "vllm_standin"), (HERE / "Dockerfile", "Dockerfile")]
-        state.setdefault("build_tags", {})[architecture] = self.build(
-            self.build_repository, "python", standin, HERE / "vllm_standin", architecture, [HERE / "Dockerfile"])
-        self.save_state(state)
+        """The host image and the stand-in of one architecture, each built unless it exists (the older builds for
+        that architecture are dropped), into the state."""
+        for key, repository, base_kind, context_files, folder, extra in self.image_specs():
+            tag = self.image_tag(repository, base_kind, folder, extra, architecture)
+            if docker("image", "inspect", tag, check=False).returncode != 0:
+                base = self.base_image(base_kind, architecture)
+                with tempfile.TemporaryDirectory() as context:
+                    for source, name in context_files:
+                        if source.is_dir():
+                            shutil.copytree(source, pathlib.Path(context) / name,
+                                            ignore=shutil.ignore_patterns("__pycache__"))
+                        else:
+                            shutil.copy(source, pathlib.Path(context) / name)
+                    docker("build", "-q", "--platform", oci_platform(architecture), "--build-arg", "BASE=%s" % base,
+                           "--label", "ascend-vllm-fleet.twin.source=%s" % tag.rsplit(":", 1)[1], "-t", tag, context)
+                log("built %s" % tag)
+            for stale in self.our_images():
+                if stale.startswith(repository + ":") and stale.endswith("-" + ARCHITECTURES[architecture]) \
+                        and stale != tag:
+                    docker("rmi", stale, check=False)  # still used by a host until it is recreated: `down` removes it
+            state.setdefault(key, {})[architecture] = tag
+        with self.edited_state() as current:
+            for key, *_ in self.image_specs():
+                current.setdefault(key, {})[architecture] = state[key][architecture]
 
     def push_standin(self, state):
         """Every tag of the registry, for every architecture built: one multi-arch tag each, as quay.io's."""
@@ -391,7 +410,8 @@ class Twin:
                 docker("rmi", variant)
             pushed.append("%s:%s" % (IMAGE_REPOSITORY, image_tag))
         state["pushed_source"] = source
-        self.save_state(state)
+        with self.edited_state() as current:
+            current["pushed_source"] = source
         log("registry serves %s, each for %s" % (", ".join(pushed), " and ".join(
             oci_platform(architecture) for architecture in sorted(builds))))
 
@@ -410,21 +430,25 @@ class Twin:
             manifests.append(dict(self._manifest_reference(repository, own_tag),
                                   platform=dict(oci_platform(architecture, as_dict=True))))
         body = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST_LIST, "manifests": manifests}).encode()
-        request = urllib.request.Request("http://%s/v2/%s/manifests/%s" % (self.registry, repository, image_tag),
-                                         data=body, method="PUT", headers={"Content-Type": MANIFEST_LIST})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            if response.status != 201:
-                raise TwinError("the registry refused the manifest list of %s:%s: HTTP %d"
-                                % (repository, image_tag, response.status))
+        self._registry_call("PUT", repository, image_tag, data=body, headers={"Content-Type": MANIFEST_LIST})
 
     def _manifest_reference(self, repository, image_tag):
         """The media type, digest and size of the image manifest a tag names now."""
-        request = urllib.request.Request("http://%s/v2/%s/manifests/%s" % (self.registry, repository, image_tag),
-                                         headers={"Accept": IMAGE_MANIFEST})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            body = response.read()
-        return {"mediaType": IMAGE_MANIFEST, "digest": "sha256:" + hashlib.sha256(body).hexdigest(),
-                "size": len(body)}
+        body, media_type = self._registry_call("GET", repository, image_tag, headers={"Accept": IMAGE_MANIFEST})
+        return {"mediaType": media_type, "digest": "sha256:" + hashlib.sha256(body).hexdigest(), "size": len(body)}
+
+    def _registry_call(self, method, repository, image_tag, data=None, headers=None):
+        """(body, media type) of the registry's answer about a tag's manifest; a refusal is a TwinError."""
+        url = "http://%s/v2/%s/manifests/%s" % (self.registry, repository, image_tag)
+        request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.read(), response.headers.get("Content-Type", IMAGE_MANIFEST)
+        except urllib.error.HTTPError as error:
+            raise TwinError("the registry answered %s %s with HTTP %d: %s" % (
+                method, url, error.code, error.read().decode(errors="replace")[:500])) from None
+        except (urllib.error.URLError, OSError) as error:
+            raise TwinError("the registry did not answer %s %s: %s" % (method, url, error)) from None
 
     def _registry_has_tags(self, builds):
         """Whether the registry serves every tag, each as a list of a build for every architecture built."""
@@ -451,9 +475,8 @@ class Twin:
         Repeatable."""
         if not shutil.which("docker") or docker("info", check=False).returncode != 0:
             raise TwinError("no Docker engine answers: start dockerd (scripts/dev does) and try again")
-        state = self.load_state()
-        state.update({"home": str(self.home), "registry": self.registry})
-        self.save_state(state)
+        with self.edited_state() as state:
+            state.update({"home": str(self.home), "registry": self.registry})
         gateway = self.start_network()
         self.start_registry(state, "push", self.registry, readonly=False)
         self.start_registry(state, "hosts", "%s:%d" % (gateway, REGISTRY_HOST_PORT), readonly=True)
@@ -463,17 +486,25 @@ class Twin:
             state = self.load_state()
             for architecture in architectures:
                 self.build_architecture(state, architecture)
+            # Another architecture's images stay only if they are of the sources as they are: a changed stand-in
+            # must not be pushed beside an older one.
+            with self.edited_state() as current:
+                for architecture in set(BUILT) - set(architectures):
+                    if not self.built_from_sources(current, architecture):
+                        for key, *_ in self.image_specs():
+                            current.get(key, {}).pop(architecture, None)
+                state = dict(current)
             self.push_standin(state)
         return state
 
     def add_architecture(self, architecture):
-        """The images of an architecture `up` left out (built now, or by another process that holds the build
-        lock: waited for). What a fleet with such a host asks for first."""
+        """The images of an architecture `up` left out or built from older sources (built now, or by another
+        process that holds the build lock: waited for). What a fleet with such a host asks for first."""
+        if architecture not in BUILT:
+            raise TwinError("the twin has no %s hosts: it runs %s" % (architecture, " and ".join(BUILT)))
         with self.build_lock():
             state = self.load_state()
-            if architecture not in state.get("host_images", {}):
-                if architecture not in BUILT:
-                    raise TwinError("the twin has no %s hosts: it emulates %s" % (architecture, " and ".join(BUILT)))
+            if not self.built_from_sources(state, architecture):
                 self.build_architecture(state, architecture)
                 self.push_standin(state)
         return state
@@ -510,10 +541,9 @@ class Twin:
         if stale:
             demo.remove_hosts(sorted(stale))
         demo.up()
-        state = self.load_state()
-        state["hosts"] = {name: host.profile_name for name, host in demo.hosts.items()}
-        state["inventory"] = str(self.inventory)
-        self.save_state(state)
+        with self.edited_state() as state:
+            state["hosts"] = {name: host.profile_name for name, host in demo.hosts.items()}
+            state["inventory"] = str(self.inventory)
         for name, host in demo.hosts.items():
             log("  %-8s %-8s %s" % (name, host.architecture if host.group == "ascend" else "", host.profile_name))
         log("up: %d host(s) in %s, registry %s" % (len(demo.hosts), self.inventory, self.registry))

@@ -26,11 +26,19 @@ def require_emulation(architecture):
     the fix-binary flag (F): the interpreter is then found inside containers too."""
     entry = pathlib.Path(BINFMT % architecture)
     try:
-        flags = [line.split(":", 1)[1].strip() for line in entry.read_text().splitlines() if line.startswith("flags:")]
+        lines = entry.read_text().splitlines()
     except OSError:
-        flags = None
-    if not flags or "F" not in flags[0]:
-        raise TwinError("%s: %s; an %s twin host needs qemu-user-static registered with the F flag. Fix: apt-get "
-                        "install qemu-user-static binfmt-support (scripts/dev does), with binfmt_misc mounted "
-                        "(mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc)" % (
-                            entry, "flags %s" % flags[0] if flags else "not registered", architecture))
+        lines = None
+    flags = [line.split(":", 1)[1].strip() for line in lines or [] if line.startswith("flags:")]
+    if lines is None:
+        found = "not registered"
+    elif "enabled" not in lines:
+        found = "registered but disabled"
+    elif not flags or "F" not in flags[0]:
+        found = "flags %s" % (flags[0] if flags else "none")
+    else:
+        return
+    raise TwinError("%s: %s; an %s twin host needs qemu-user-static registered and enabled with the F flag. Fix: "
+                    "apt-get install qemu-user-static binfmt-support (scripts/dev does), with binfmt_misc mounted "
+                    "(mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc), then update-binfmts --enable "
+                    "qemu-%s" % (entry, found, architecture, architecture))

@@ -109,6 +109,8 @@ def test_bad_options_fail_at_once_without_running_docker(tmp_path, case, args, e
     ("no image for this machine", "no matching manifest for linux/arm64/v8 in the manifest list entries",
      ["no matching manifest", "architecture"]),
     ("docker rejects the name", "invalid reference format", ["invalid reference format", "name"]),
+    ("an engine older than 20.10", "\"--platform\" is only supported on a Docker daemon with experimental features "
+                                   "enabled", ["experimental", "daemon.json", "vllm_image_platform"]),
 ])
 def test_errors_retrying_cannot_fix_are_not_retried(tmp_path, case, output, expected):
     docker, calls = fake_docker(tmp_path, pull=(1, output + "\n"))
@@ -320,11 +322,16 @@ def image_of(architecture):
     return json.dumps([dict(json.loads(PRESENT)[0], Os="linux", Architecture=architecture)])
 
 
-@pytest.mark.parametrize("engine, asked", [("linux/amd64", ["--platform", "linux/arm64"]), ("linux/arm64", [])])
-def test_the_hosts_platform_is_asked_for_only_where_the_engine_would_pull_another(tmp_path, engine, asked):
+@pytest.mark.parametrize("engine, wanted, asked", [
+    ("linux/amd64", "linux/arm64", ["--platform", "linux/arm64"]),  # the twin's Kunpeng hosts: an x86_64 engine
+    ("linux/arm64", "linux/arm64", []),  # a real Kunpeng host
+    ("linux/arm64", "linux/aarch64", []),  # the machine's name, which docker takes too
+    ("Error: no such command", "linux/arm64", []),  # an engine that does not say: left to pull its own
+])
+def test_the_hosts_platform_is_asked_for_only_where_the_engine_would_pull_another(tmp_path, engine, wanted, asked):
     """An engine older than 20.10 takes --platform only with its experimental features: it is given where needed."""
     docker, calls = fake_docker(tmp_path, after_pull=(0, image_of("arm64")), engine=engine)
-    result = run_module("docker_image_pull", name=IMAGE, platform="linux/arm64", docker=docker)
+    result = run_module("docker_image_pull", name=IMAGE, platform=wanted, docker=docker)
     assert result["changed"] and result["platform"] == "linux/arm64", result
     assert pulls(calls) == [["pull"] + asked + ["--", IMAGE]]
 

@@ -39,7 +39,8 @@ def test_each_architecture_has_its_own_roots_and_an_emulated_host_root_says_what
     assert lifecycle.Twin.root_tag("host", platforms.NATIVE) == tags[("host", platforms.NATIVE)]
 
 
-@pytest.mark.parametrize("content, found", [(None, "not registered"), ("enabled\nflags: P\n", "flags P")])
+@pytest.mark.parametrize("content, found", [(None, "not registered"), ("enabled\nflags: P\n", "flags P"),
+                                            ("disabled\nflags: PF\n", "registered but disabled")])
 def test_emulation_without_the_fix_binary_flag_is_named_with_the_fix(tmp_path, monkeypatch, content, found):
     entry = tmp_path / "qemu-%s"
     if content is not None:
