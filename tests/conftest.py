@@ -83,20 +83,21 @@ def running_test_is_marked_docker():
 
 
 # Modules whose fleet has an aarch64 (Kunpeng) host: they need the twin's aarch64 images, which `scripts/dev test`
-# builds while the other modules run (tests/twin/lifecycle.py, `build`), and go after those.
+# builds while the shared fleets' modules run (tests/twin/lifecycle.py, `build`), and go right after those: long
+# scopes (emulated hosts are slower), kept from the end of the run.
 EMULATED_MODULES = ("tests/integration/test_driver_fleet.py",)
 
 
 def run_order(module):
-    """The longest scopes first, so that no worker is left with one at the end: the shared fleets' modules, then
-    the other modules with a twin fleet of their own (those with an aarch64 host last), then the tests without one
+    """The longest scopes first, so that no worker is left with one at the end: the shared fleets' modules, the
+    modules with an aarch64 host, then the other modules with a twin fleet of their own, then the tests without one
     (tests/local, tests/unit), small scopes that fill in wherever a worker is free. The sort is stable: tests keep
     their order within a module."""
     if module in FLEET_OF_MODULE:
         return 0
     if module in EMULATED_MODULES:
-        return 2
-    return 1 if module.startswith("tests/integration/") else 3
+        return 1
+    return 2 if module.startswith("tests/integration/") else 3
 
 
 def read_fixture(name):
