@@ -236,7 +236,9 @@ def test_site_then_serves_verifies_and_benchmarks_every_fixed_host_each_on_its_p
         image = json.loads(fleet[name].docker("image", "inspect", container["Image"]).stdout)[0]
         assert image["Architecture"] == platform_name, name
         machine = {"amd64": "x86_64", "arm64": "aarch64"}[platform_name]
-        assert "LD_PRELOAD=/usr/lib/%s-linux-gnu/libjemalloc.so.2" % machine in container["Config"]["Env"], name
+        jemalloc = "/usr/lib/%s-linux-gnu/libjemalloc.so.2" % machine
+        assert "LD_PRELOAD=" + jemalloc in container["Config"]["Env"], name
+        assert fleet[name].docker("exec", DEFAULT_CONTAINER, "test", "-f", jemalloc, check=False).returncode == 0
         assert fleet[name].docker("exec", DEFAULT_CONTAINER, "uname", "-m").stdout.strip() == machine
     # The quick benchmark measured every instance, its answers checked before and after.
     (report_dir,) = list(tmp_path.iterdir())

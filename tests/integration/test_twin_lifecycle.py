@@ -37,8 +37,7 @@ def ssh(inventory, host, command, group="ascend"):
 
 def test_up_makes_ssh_hosts_at_the_real_paths_then_down_leaves_nothing(private_twin):
     twin = private_twin
-    # This machine's architecture only: the private twin's aarch64 images would take minutes and prove nothing here.
-    state = twin.up(count=2, native_only=True)
+    state = twin.up(count=2)
     assert state["hosts"] == {"twin-01": "seed_duo4", "twin-02": "duo2", "twin-gw": "gateway"}
     inventory = yaml.safe_load(twin.inventory.read_text())
     assert (twin.inventory.parent / "group_vars").is_symlink()
@@ -73,12 +72,12 @@ def test_up_makes_ssh_hosts_at_the_real_paths_then_down_leaves_nothing(private_t
 
     demo = twin.demo_fleet()
     before = {name: (host.container_info()["Id"], snapshot(host.root)) for name, host in demo.hosts.items()}
-    second = twin.up(native_only=True)
+    second = twin.up()
     assert second["hosts"] == state["hosts"], "a second up keeps the fleet's size"
     assert second["registry_pids"] == state["registry_pids"], "a second up reuses the running registries"
     assert {name: (host.container_info()["Id"], snapshot(host.root)) for name, host in demo.hosts.items()} == before
 
-    smaller = twin.up(count=1, native_only=True)
+    smaller = twin.up(count=1)
     assert smaller["hosts"] == {"twin-01": "seed_duo4", "twin-gw": "gateway"}
     assert sorted(twin.our_containers()) == sorted([demo["twin-01"].container, demo["twin-gw"].container])
     assert list(yaml.safe_load(twin.inventory.read_text())["all"]["children"]["ascend"]["hosts"]) == ["twin-01"]

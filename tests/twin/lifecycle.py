@@ -470,7 +470,7 @@ class Twin:
             return False
 
     # --- lifecycle ---------------------------------------------------------------------------------------
-    def infrastructure(self, architectures=BUILT):
+    def infrastructure(self, architectures=(NATIVE,)):
         """Network, registry and images (those of the architectures given): what every fleet of this twin shares.
         Repeatable."""
         if not shutil.which("docker") or docker("info", check=False).returncode != 0:
@@ -502,12 +502,19 @@ class Twin:
         process that holds the build lock: waited for). What a fleet with such a host asks for first."""
         if architecture not in BUILT:
             raise TwinError("the twin has no %s hosts: it runs %s" % (architecture, " and ".join(BUILT)))
+        self.base_images(architecture)
         with self.build_lock():
             state = self.load_state()
             if not self.built_from_sources(state, architecture):
                 self.build_architecture(state, architecture)
                 self.push_standin(state)
         return state
+
+    def base_images(self, architecture):
+        """The Debian roots of an architecture and the base images made from them: the longest part of a first
+        build (minutes, emulated), which needs neither the registry nor the build lock (the cache has its own)."""
+        for kind in ROOTS:
+            self.base_image(kind, architecture)
 
     @contextlib.contextmanager
     def build_lock(self):
@@ -534,8 +541,10 @@ class Twin:
                             % (aarch64, count, aarch64))
         return self.fleet(self.home / "demo", demo_hosts(count, aarch64), inventory=self.inventory)
 
-    def up(self, count=None, aarch64=None, native_only=False):
-        state = self.infrastructure([NATIVE] if native_only else BUILT)
+    def up(self, count=None, aarch64=None):
+        """The twin with its demo fleet: this machine's images, and another architecture's where a demo host is of
+        it (the fleet adds them)."""
+        state = self.infrastructure()
         demo = self.demo_fleet(count, aarch64)
         stale = set(state.get("hosts") or {}) - set(demo.hosts)
         if stale:
@@ -620,14 +629,13 @@ def main(argv=None):
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m twin", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["up", "build", "down", "status"],
-                        help="build: the images of every architecture, after `up --native-only`")
+    parser.add_argument("command", choices=["up", "roots", "build", "down", "status"],
+                        help="build: the images of every architecture (up builds this machine's, and another's "
+                             "only for a host of it); roots: the Debian roots and base images of the architectures "
+                             "up leaves out, the longest part of their build, which needs no registry")
     parser.add_argument("--hosts", type=int, help="with up: how many demo hosts (default: as many as now, or 2)")
     parser.add_argument("--aarch64", type=int, help="with up: how many of them are Kunpeng (aarch64) hosts, which "
                         "run emulated and slower (README: the twin) (default: as many as now, or 0)")
-    parser.add_argument("--native-only", action="store_true",
-                        help="with up: build this machine's architecture only, unless a demo host is of another "
-                             "(`build` or the first fleet with such a host adds it)")
     parser.add_argument("--purge", action="store_true", help="with down: also remove the caches")
     parser.add_argument("--inventory", help="with up: where to write the demo fleet's inventory (default %s)"
                         % DEFAULT_INVENTORY)
@@ -639,10 +647,14 @@ def main(argv=None):
     twin = Twin(inventory=args.inventory)
     try:
         if args.command == "up":
-            twin.up(args.hosts, args.aarch64, args.native_only)
+            twin.up(args.hosts, args.aarch64)
         elif args.command == "build":
             for architecture in BUILT:
                 twin.add_architecture(architecture)
+        elif args.command == "roots":
+            for architecture in BUILT:
+                if architecture != NATIVE:
+                    twin.base_images(architecture)
         elif args.command == "down":
             twin.down(purge=args.purge)
         else:
