@@ -132,10 +132,10 @@ class TwinHost:
     def group(self):
         """The inventory group the host's profile puts it in: `ascend`, or `gateway` for a machine without NPU
         that runs the fleet's HAProxy."""
-        return host_files.load_profiles()[self.profile_name].get("group", "ascend")
+        return self.profile.get("group", "ascend")
 
     def start(self, public_key, gateway):
-        profile = host_files.load_profiles()[self.profile_name]
+        profile = self.profile
         ascend = self.group == "ascend"
         if ascend:
             host_files.build_root(self.root, profile)
@@ -178,7 +178,7 @@ class TwinHost:
     def settle(self):
         """What the host's profile says runs on it besides this collection: the driver's run user where a driver
         is installed, and foreign containers holding chips (an exporter, a colleague's job)."""
-        profile = host_files.load_profiles()[self.profile_name]
+        profile = self.profile
         if self.group != "ascend":
             return
         if profile.get("driver", "") is not None and self.exec("id", "HwHiAiUser", check=False).returncode != 0:

@@ -295,12 +295,12 @@ class Twin:
         with open(tarball.with_suffix(".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not tarball.exists():
-                self._make_root(tarball, kind, architecture, base_tarball)
+                self._make_root(tarball, kind, architecture, base, base_tarball)
         return tarball
 
-    def _make_root(self, tarball, kind, architecture, base_tarball):
+    def _make_root(self, tarball, kind, architecture, base, base_tarball):
         """Write the root tarball: debootstrap, or the base root with apt (rootfs_tarball says which)."""
-        emulated, base = architecture != NATIVE, ROOT_BASES.get(kind)
+        emulated = architecture != NATIVE
         mirror = apt_mirror()
         log("building a Debian %s %s root with %s (%s, %s)" % (
             SUITE, ARCHITECTURES[architecture], " ".join(ROOTS[kind]),
@@ -428,7 +428,7 @@ class Twin:
             # Untag after the push: hosts get the image only by pulling it, as from quay.io.
             docker("rmi", target)
             manifests.append(dict(self._manifest_reference(repository, own_tag),
-                                  platform=dict(oci_platform(architecture, as_dict=True))))
+                                  platform=oci_platform(architecture, as_dict=True)))
         body = json.dumps({"schemaVersion": 2, "mediaType": MANIFEST_LIST, "manifests": manifests}).encode()
         self._registry_call("PUT", repository, image_tag, data=body, headers={"Content-Type": MANIFEST_LIST})
 
@@ -437,12 +437,12 @@ class Twin:
         body, media_type = self._registry_call("GET", repository, image_tag, headers={"Accept": IMAGE_MANIFEST})
         return {"mediaType": media_type, "digest": "sha256:" + hashlib.sha256(body).hexdigest(), "size": len(body)}
 
-    def _registry_call(self, method, repository, image_tag, data=None, headers=None):
+    def _registry_call(self, method, repository, image_tag, data=None, headers=None, timeout=30):
         """(body, media type) of the registry's answer about a tag's manifest; a refusal is a TwinError."""
         url = "http://%s/v2/%s/manifests/%s" % (self.registry, repository, image_tag)
         request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 return response.read(), response.headers.get("Content-Type", IMAGE_MANIFEST)
         except urllib.error.HTTPError as error:
             raise TwinError("the registry answered %s %s with HTTP %d: %s" % (
@@ -458,15 +458,13 @@ class Twin:
         try:
             for repository, tags in wanted.items():
                 for image_tag in tags:
-                    request = urllib.request.Request(
-                        "http://%s/v2/%s/manifests/%s" % (self.registry, repository, image_tag),
-                        headers={"Accept": MANIFEST_LIST})
-                    with urllib.request.urlopen(request, timeout=5) as response:
-                        listed = json.load(response).get("manifests") or []
+                    body, _ = self._registry_call("GET", repository, image_tag, headers={"Accept": MANIFEST_LIST},
+                                                  timeout=5)
+                    listed = json.loads(body).get("manifests") or []
                     if sorted(entry["platform"]["architecture"] for entry in listed) != platforms:
                         return False
             return True
-        except (urllib.error.URLError, OSError, ValueError, KeyError):
+        except (TwinError, ValueError, KeyError):
             return False
 
     # --- lifecycle ---------------------------------------------------------------------------------------
