@@ -10,10 +10,17 @@ about each. Prints the false alarms (equal canaries stopped) and the catches (sl
 trials, with the median throughput change each showed. Timings are from one run on a shared machine: the point is
 the ratios, and that noise is what the machine adds.
 
+``--busy`` keeps every core of this machine busy (one spinning process per core, at the benchmark's priority)
+while the baselines, the canaries or both are measured: ``baseline`` and ``canary`` show what a change of the
+machine's load between the two runs does to the verdicts, which the gate's interval does not cover.
+
 Usage:
-  .venv/bin/python benchmarks/canary_false_alarm.py [--trials 10] [--speed 40]
+  .venv/bin/python benchmarks/canary_false_alarm.py [--trials 10] [--speed 40] [--busy none|baseline|canary|both]
 """
 import argparse
+import contextlib
+import multiprocessing
+import os
 import pathlib
 import statistics
 import sys
@@ -46,11 +53,32 @@ def measure(server, preset):
     return vllm_benchmark.run(params)["groups"]
 
 
+def spin():
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def load(busy):
+    """Every core kept busy while the block runs, when busy."""
+    spinners = [multiprocessing.Process(target=spin, daemon=True) for _ in range(os.cpu_count() if busy else 0)]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.terminate()
+            spinner.join()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--speed", type=float, default=40,
                         help="how many times faster than a 310P pair the stand-ins run (default 40, the twin's)")
+    parser.add_argument("--busy", choices=("none", "baseline", "canary", "both"), default="none",
+                        help="which measurements run with every core kept busy (default none)")
     args = parser.parse_args()
     preset, max_regression, confidence = settings()
     with tempfile.TemporaryDirectory() as folder:
@@ -59,9 +87,12 @@ def main():
         try:
             verdicts = {"equal": [], "slower": []}
             for trial in range(1, args.trials + 1):
-                baseline = measure(equal, preset)
+                with load(args.busy in ("baseline", "both")):
+                    baseline = measure(equal, preset)
                 for name, server in (("equal", equal), ("slower", slower)):
-                    result = compare(baseline, measure(server, preset), max_regression, confidence)
+                    with load(args.busy in ("canary", "both")):
+                        canary = measure(server, preset)
+                    result = compare(baseline, canary, max_regression, confidence)
                     verdicts[name].append(result)
                     throughput = result["metrics"]["throughput"]
                     verdict = "stopped" if result["regressed"] else "passed"
@@ -77,8 +108,8 @@ def main():
         change = statistics.median(-100 * r["metrics"]["throughput"]["regression"] for r in results)
         print("%s: %d of %d; median throughput change %+.1f %%" % (
             what, sum(r["regressed"] for r in results), len(results), change))
-    print("preset %s, max regression %g, confidence %g, stand-in speed x%g" % (
-        preset, max_regression, confidence, args.speed))
+    print("preset %s, max regression %g, confidence %g, stand-in speed x%g, cores kept busy during: %s" % (
+        preset, max_regression, confidence, args.speed, args.busy))
 
 
 if __name__ == "__main__":

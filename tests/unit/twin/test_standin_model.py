@@ -6,7 +6,7 @@ import pytest
 
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import percentile
 from conftest import png_image
-from twin.vllm_standin import engine, images
+from twin.vllm_standin import engine, images, server
 from twin.vllm_standin.server import count_prompt
 
 SEED_PROMPT = "描述一下图片"
@@ -87,3 +87,43 @@ def test_closed_loop_keeps_concurrency_requests_in_flight():
     assert sum(1 for r in results if r.sent_s == 0) == 8
 
 
+
+
+class LateClock:
+    """The server's clock, in virtual time: every sleep overshoots by ``late`` (a loaded machine), or the sleep
+    numbered ``stall_at`` by ``stall`` (a machine that stopped a while)."""
+
+    def __init__(self, late=0.0, stall_at=None, stall=0.0):
+        self.now, self.sleeps = 1000.0, 0
+        self.late, self.stall_at, self.stall = late, stall_at, stall
+
+    def monotonic(self):
+        return self.now
+
+    time = monotonic
+
+    def sleep(self, seconds):
+        self.sleeps += 1
+        self.now += seconds + self.late + (self.stall if self.sleeps == self.stall_at else 0.0)
+
+
+def answer_time(monkeypatch, clock, tokens=20):
+    """Seconds from submitting one request to its last token, on ``clock``."""
+    monkeypatch.setattr(server, "time", clock)
+    events = server.Engine(engine.SEED_MODEL, speed=1).submit(100, tokens, "length")
+    start = clock.now
+    while True:
+        stamp, _, last = events.get(timeout=10)
+        if last:
+            return stamp - start
+
+
+def test_a_late_engine_step_is_made_up_by_the_next_not_added_to_each(monkeypatch):
+    on_time = answer_time(monkeypatch, LateClock())
+    assert answer_time(monkeypatch, LateClock(late=0.01)) == pytest.approx(on_time + 0.01, abs=1e-6)
+
+
+def test_a_pause_longer_than_the_make_up_is_lost_once(monkeypatch):
+    on_time = answer_time(monkeypatch, LateClock())
+    stalled = answer_time(monkeypatch, LateClock(stall_at=3, stall=1.0))
+    assert stalled == pytest.approx(on_time + 1.0 - server.MAKE_UP_S, abs=1e-6)
