@@ -39,6 +39,13 @@ description:
     that answers garbage - on 310P the C(!!!!!!!!) of an fp16 overflow - or goes bad during a long run shows
     beside its figures. The verdicts are returned in C(answer_checks) and written to C(results_file); a failed
     one does not stop the run.
+  - With C(search) C(concurrency), no matrix runs; for each image size and output length the module finds the
+    largest concurrency, up to the largest value of C(concurrency), that meets C(slo) - doubling from 1 until a
+    probe fails, then bisecting to C(search_tolerance) (the rules of C(module_utils/capacity_search.py)). Each
+    probe sends its concurrency's first wave, not counted, and at least C(search_probe_requests) more; a
+    percentile target is judged by its upper bound at C(search_confidence), so a probe of few requests must keep
+    its slowest ones under it. The answer is RV(capacity). The probes go to C(results_file) as they finish; with
+    C(resume), a search goes on from the probes recorded with the same SLO and runs none of them again.
   - Standard library only, Python 3.8 or later on the host.
 version_added: "1.0.0"
 author:
@@ -139,6 +146,45 @@ options:
     type: str
     choices: [known, sane, none]
     default: known
+  search:
+    description:
+      - C(none) - measure the matrix; C(concurrency) - search each image size and output length for the largest
+        concurrency that meets C(slo), the largest value of C(concurrency) the top of the range.
+    type: str
+    choices: [none, concurrency]
+    default: none
+  slo:
+    description:
+      - The service level objective a capacity search holds each probe to (with C(search) C(concurrency) only)
+        - any of C(p95_latency_s), C(p95_ttft_s), C(p95_tpot_s) (seconds, as in RV(groups); at least one of these)
+        and C(max_error_rate) (a share from 0 to 1 of failed requests).
+    type: dict
+  search_tolerance:
+    description: How close, in users, the bisection brings the concurrency that met C(slo) and the one that did
+      not; at least 1.
+    type: int
+    default: 1
+  search_confidence:
+    description: Confidence (more than 0.5, less than 1) with which a probe's percentiles must be under their targets.
+    type: float
+    default: 0.9
+  search_probe_requests:
+    description: Requests each probe counts at least, after its first wave; at least 1.
+    type: int
+    default: 16
+  open_loop_requests:
+    description:
+      - Requests of the open-loop check of each capacity found (0 - none) - sent at the throughput measured there
+        whether or not earlier ones were answered, as users behind a gateway send them, and judged against
+        C(slo) after the first C(max_concurrency) of them.
+    type: int
+    default: 32
+  open_loop_burstiness:
+    description:
+      - Shape of the gamma distribution the open-loop check's gaps between arrivals are drawn from (more than 0) -
+        1 is a Poisson process, less is burstier, as C(vllm bench serve --burstiness).
+    type: float
+    default: 1.0
 extends_documentation_fragment:
   - ascend.fleet.attributes
   - ascend.fleet.attributes.facts
@@ -176,6 +222,19 @@ EXAMPLES = r"""
     concurrency: [1, 8]
     requests_per_group: 16
 
+- name: How many users does it take at p95 latency under 10 s, to within 2?
+  ascend.fleet.vllm_benchmark:
+    search: concurrency
+    slo: {p95_latency_s: 10, max_error_rate: 0.01}
+    search_tolerance: 2
+    image_sizes: [1920x1080, 640x480]
+    max_tokens: [64]
+    concurrency: [64]
+    results_file: /var/lib/vllm-bench/vllm-ascend-capacity.jsonl
+    resume: true
+  async: 36000
+  poll: 60
+
 - name: How long would the full matrix take?
   ascend.fleet.vllm_benchmark:
   check_mode: true
@@ -198,12 +257,13 @@ results_file:
   type: str
   sample: /var/lib/vllm-bench/vllm-ascend.jsonl
 planned_groups:
-  description: Groups in the matrix.
+  description: Groups in the matrix; with C(search) C(concurrency), the probes each search runs before its first
+    failure, at most (the bisection after it depends on what they measure).
   returned: always
   type: int
   sample: 45
 planned_requests:
-  description: Requests in the matrix, warm-up excluded.
+  description: Requests of RV(planned_groups), warm-up excluded.
   returned: always
   type: int
   sample: 2880
@@ -266,6 +326,32 @@ groups:
       unreliable: false
       finished_at: 1796000000.0
       resumed: false
+capacity:
+  description:
+    - With C(search) C(concurrency), one record per image size and output length, in the order searched -
+      C(max_concurrency) (0 - not even one user meets C(slo)), C(limited_by) (C(slo), C(top) - the top of the range
+      met it, C(none_met)), C(rps), C(output_tokens_per_s) and C(slo_figures) measured there, C(probes) (the
+      concurrency and verdict of each probe in the order run), C(requests) and C(seconds) the search spent, and
+      C(resumed_probes) (read from C(results_file)), and C(open_loop) - the open-loop check there (C(rate_rps),
+      C(burstiness), C(sent), C(passed), C(figures), C(failed), C(duration_s), C(max_in_flight), C(resumed)), or
+      null when none ran; empty otherwise and in check mode.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - image_size: 640x480
+      max_tokens: 32
+      max_concurrency: 24
+      limited_by: slo
+      rps: 7.1
+      output_tokens_per_s: 227.2
+      slo_figures: {p95_latency_s: {measured: 3.9, target: 4.2}}
+      probes: [{concurrency: 1, passed: true}, {concurrency: 2, passed: true}]
+      requests: 420
+      seconds: 96.3
+      resumed_probes: 0
+      open_loop: {rate_rps: 7.1, burstiness: 1.0, sent: 56, passed: true, failed: [], duration_s: 9.8,
+                  figures: {p95_latency_s: {measured: 4.1, target: 4.2}}, max_in_flight: 27, resumed: false}
 progress_error:
   description: Why the last write of the progress file failed (a full disk), or null; the run goes on without it.
   returned: always
@@ -296,9 +382,13 @@ ansible_facts:
   contains:
     vllm_benchmark:
       description: The endpoint, model and results file measured, C(finished_at) (Unix time), the records of
-        RV(groups), RV(answer_checks) and C(summary).
+        RV(groups), RV(answer_checks), RV(capacity) and C(summary).
       type: dict
       contains:
+        capacity:
+          description: RV(capacity).
+          type: list
+          elements: dict
         summary:
           description:
             - The key figures for each image size and output length (C(summary) of
@@ -313,9 +403,11 @@ ansible_facts:
                lowest_concurrency_p95_ttft_s: 0.3}
 """
 
+import contextlib
 import functools
 import math
 import os
+import random
 import sys
 import threading
 import time
@@ -331,9 +423,17 @@ from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
     append_result,
     group_key,
     hold_results,
+    max_in_flight,
+    read_probes,
     read_results,
     summarise,
     summary,
+)
+from ansible_collections.ascend.fleet.plugins.module_utils.capacity_search import (
+    ConcurrencySearch,
+    check_slo,
+    judge,
+    probe_requests,
 )
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
     Client,
@@ -377,6 +477,13 @@ ARGUMENT_SPEC = dict(
     resume=dict(type="bool", default=False),
     estimate_seconds_per_token=dict(type="float", default=0.09, no_log=False),
     answer_check=dict(type="str", default="known", choices=list(CHECKS)),
+    search=dict(type="str", default="none", choices=["none", "concurrency"]),
+    slo=dict(type="dict"),
+    search_tolerance=dict(type="int", default=1),
+    search_confidence=dict(type="float", default=0.9),
+    search_probe_requests=dict(type="int", default=16),
+    open_loop_requests=dict(type="int", default=32),
+    open_loop_burstiness=dict(type="float", default=1.0),
 )
 # The warm-up's answers are short: it only has to get the server past its first, slow requests.
 WARMUP_MAX_TOKENS = 16
@@ -458,6 +565,20 @@ def validate(params):
                              % params["error_threshold"])
     for path in params["image_files"]:
         check_image_file(path)
+    if params["search"] == "concurrency":
+        params["slo"] = check_slo(params["slo"])
+        number_at_least(params, "search_tolerance", 1, "give how many users apart the search may stop, such as 2")
+        number_at_least(params, "search_probe_requests", 1, "give how many requests a probe counts, such as 16")
+        number_at_least(params, "open_loop_requests", 0, "give how many open-loop requests check a capacity, or 0")
+        number_above(params, "open_loop_burstiness", 0, "give 1 for a Poisson process, less for burstier arrivals")
+        if not 0.5 < params["search_confidence"] < 1:
+            raise BenchmarkError("search_confidence: %s is not allowed: expected a number more than 0.5 and less "
+                                 "than 1. Fix: give the confidence a probe's percentiles are judged with, such as "
+                                 "0.9" % params["search_confidence"])
+    elif params["slo"] is not None:
+        raise BenchmarkError("slo: given, but search is none, which measures the matrix and holds it to no SLO. "
+                             "Fix: add search: concurrency to find the largest concurrency that meets it, or leave "
+                             "slo out")
     if params["resume"] and not params["results_file"]:
         raise BenchmarkError("resume: needs results_file, the file the finished groups are read from. Fix: give "
                              "results_file, or set resume to false")
@@ -465,23 +586,38 @@ def validate(params):
                   params["request_timeout_s"])
 
 
+def doubling(top):
+    """The concurrencies a capacity search probes before its first failure, at most: 1, 2, 4, ... and top."""
+    search, steps = ConcurrencySearch(top, 1), []
+    while search.next() is not None:
+        steps.append(search.next())
+        search.record(steps[-1], True)
+    return steps
+
+
 def plan(params):
-    return [{"image_size": size, "max_tokens": tokens, "concurrency": concurrency}
-            for size in params["image_sizes"] for tokens in params["max_tokens"]
-            for concurrency in params["concurrency"]]
+    """The groups in the order they run, each with its requests: the matrix, or a capacity search's probes up to its
+    first failure (the bisection after it is decided by what the probes measure)."""
+    cells = [(size, tokens) for size in params["image_sizes"] for tokens in params["max_tokens"]]
+    if params.get("search") == "concurrency":
+        return [{"image_size": size, "max_tokens": tokens, "concurrency": concurrency,
+                 "requests": probe_requests(concurrency, params["search_probe_requests"])}
+                for size, tokens in cells for concurrency in doubling(max(params["concurrency"]))]
+    return [{"image_size": size, "max_tokens": tokens, "concurrency": concurrency,
+             "requests": params["requests_per_group"]}
+            for size, tokens in cells for concurrency in params["concurrency"]]
 
 
 def planned_groups(params):
     """The groups in the order they run, each with its requests and its share of the estimate: what the
     controller's follow step and live view measure progress by."""
-    return [dict(group, requests=params["requests_per_group"], estimated_seconds=estimate_seconds([group], params))
-            for group in plan(params)]
+    return [dict(group, estimated_seconds=estimate_seconds([group], params)) for group in plan(params)]
 
 
 def estimate_seconds(groups, params):
     total = 0.0
     for group in groups:
-        waves = math.ceil(params["requests_per_group"] / float(group["concurrency"]))
+        waves = math.ceil(group["requests"] / float(group["concurrency"]))
         total += waves * group["max_tokens"] * params["estimate_seconds_per_token"]
     return round(total, 1)
 
@@ -521,7 +657,7 @@ class LoadTest:
 
     def bodies(self, group):
         """Every request body of a group, built before its clock starts."""
-        chat, count = self.chat(group["max_tokens"]), self.params["requests_per_group"]
+        chat, count = self.chat(group["max_tokens"]), group["requests"]
         if self.images.unique:
             return [chat.body(self.images.next_url(group["image_size"])) for _request in range(count)]
         return [chat.body(self.images.next_url(group["image_size"]))] * count
@@ -555,20 +691,58 @@ class LoadTest:
 
         workers = [threading.Thread(target=worker, daemon=True)
                    for _worker in range(min(group["concurrency"], len(bodies)))]
-        # Hand the GIL between workers every 0.5 ms rather than 5 ms: a worker whose answer arrived must not
-        # wait behind others to read it, or its latency would include the client's own queueing.
-        switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(0.0005)
-        try:
+        with quick_thread_switches():
             for thread in workers:
                 thread.start()
-            for thread in workers:
-                while thread.is_alive():
-                    thread.join(PROGRESS_EVERY_S)
-                    alive()
-        finally:
-            sys.setswitchinterval(switch_interval)
+            wait_for(workers, alive)
         return results
+
+    def run_open_loop(self, group, bodies, rate, burstiness, request_done, alive=lambda: None):
+        """Open loop: requests sent at their arrival times whether or not earlier ones were answered, the gaps
+        between arrivals drawn from a gamma distribution of mean 1/rate and shape burstiness (1: a Poisson process;
+        less: burstier), as vLLM's `vllm bench serve --request-rate --burstiness`. The arrivals are the same at
+        every run (a fixed seed), so two runs differ only by the server."""
+        arrivals = random.Random(len(bodies))
+        results = [None] * len(bodies)
+
+        def send(index):
+            result = StreamResult()
+            self.client.stream_chat(bodies[index], result, group["max_tokens"])
+            results[index] = result
+            request_done()
+
+        senders = []
+        with quick_thread_switches():
+            due = time.monotonic()
+            for index in range(len(bodies)):
+                due += arrivals.gammavariate(burstiness, 1.0 / (rate * burstiness))
+                while time.monotonic() < due:
+                    time.sleep(min(due - time.monotonic(), PROGRESS_EVERY_S))
+                    alive()
+                senders.append(threading.Thread(target=send, args=(index,), daemon=True))
+                senders[-1].start()
+            wait_for(senders, alive)
+        return results
+
+
+@contextlib.contextmanager
+def quick_thread_switches():
+    """Hand the GIL between threads every 0.5 ms rather than 5 ms: a request whose answer arrived must not wait
+    behind others to read it, or its latency would include the client's own queueing."""
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(switch_interval)
+
+
+def wait_for(threads, alive):
+    """Wait until the threads end, calling alive() every PROGRESS_EVERY_S meanwhile."""
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(PROGRESS_EVERY_S)
+            alive()
 
 
 def count_request(progress, state):
@@ -621,13 +795,23 @@ def measure(params, client, groups, result, progress):
         # A group recorded as unreliable (say, run while the server was down) runs again.
         finished = {group_key(record): record for record in read_results(params["results_file"])[0]
                     if not record.get("unreliable")}
-    # The answers vouch for the groups measured now: a resume with nothing left to measure asks nothing.
-    pending = len(finished) < len(groups)
+    # The answers vouch for the groups measured now: a resume with nothing left to measure asks nothing. (A
+    # search's probes to come are known only as it goes: it asks.)
+    pending = len(finished) < len(groups) or params["search"] == "concurrency"
     if pending:
         check_answers_now(params, client, model, "before", result, progress)
         for _request in range(params["warmup_requests"]):
             progress.update({"groups_done": 0, "groups_total": len(groups)}, force=True)
             load_test.warm_up(groups[0])
+    if params["search"] == "concurrency":
+        search_capacity(params, load_test, result, progress)
+    else:
+        measure_matrix(params, load_test, groups, finished, result, progress)
+    if pending:
+        check_answers_now(params, client, model, "after", result, progress)
+
+
+def measure_matrix(params, load_test, groups, finished, result, progress):
     started = time.monotonic()
     for number, group in enumerate(groups, 1):
         if group_key(group) in finished:
@@ -646,8 +830,91 @@ def measure(params, client, groups, result, progress):
         if params["results_file"]:
             keep(params["results_file"], record, "group %d of %d" % (number, len(groups)), result)
         result["groups"].append(dict(record, resumed=False))
-    if pending:
-        check_answers_now(params, client, model, "after", result, progress)
+
+
+def probe_judgment(params):
+    """What a probe's verdict depends on besides its group: a probe recorded with the same is not run again."""
+    return {"slo": params["slo"], "confidence": params["search_confidence"],
+            "minimum": params["search_probe_requests"]}
+
+
+def search_capacity(params, load_test, result, progress):
+    """Each image size and output length's capacity search and open-loop check, each probe appended to the results
+    file as it ends."""
+    judgment = probe_judgment(params)
+    recorded = {}
+    if params["resume"]:
+        recorded = {(group_key(probe), probe["probe"].get("kind")): probe
+                    for probe in read_probes(params["results_file"])
+                    if not probe.get("unreliable") and all(probe["probe"].get(name) == value
+                                                           for name, value in judgment.items())}
+    cells = [(size, tokens) for size in params["image_sizes"] for tokens in params["max_tokens"]]
+    for number, (size, tokens) in enumerate(cells, 1):
+        def probe(kind, concurrency, requests, cell=(size, tokens, number), **arrivals):
+            group = {"image_size": cell[0], "max_tokens": cell[1], "concurrency": concurrency, "requests": requests}
+            kept = recorded.get((group_key(group), kind))
+            if kept is not None and all(kept["probe"].get(name) == value
+                                        for name, value in dict(arrivals, sent=requests).items()):
+                return dict(kept, resumed=True)
+            return run_probe(params, load_test, group, dict(judgment, kind=kind, **arrivals), (cell[2], len(cells)),
+                             result, progress)
+
+        search = ConcurrencySearch(max(params["concurrency"]), params["search_tolerance"])
+        probes = []
+        while search.next() is not None:
+            concurrency = search.next()
+            probes.append(probe("closed", concurrency, probe_requests(concurrency, params["search_probe_requests"])))
+            search.record(concurrency, probes[-1]["probe"]["passed"])
+        record = capacity_record(size, tokens, search, probes)
+        if record["rps"] and params["open_loop_requests"]:
+            # At the capacity's throughput, arrivals that do not wait for answers, as a gateway's users send them;
+            # the first `capacity` of them fill an idle server and are not counted, as a probe's first wave.
+            checked = probe("open_loop", search.capacity, search.capacity + params["open_loop_requests"],
+                            rate_rps=record["rps"], burstiness=params["open_loop_burstiness"])
+            record["open_loop"] = dict({name: checked["probe"][name] for name in (
+                "rate_rps", "burstiness", "sent", "passed", "figures", "failed", "duration_s")},
+                max_in_flight=checked["max_in_flight"], resumed=checked["resumed"])
+        result["capacity"].append(record)
+
+
+def run_probe(params, load_test, group, judgment, position, result, progress):
+    """One probe - a closed loop at its concurrency, or open-loop arrivals at a rate - whose first `concurrency`
+    requests are not counted and the rest judged against the SLO; its record is kept."""
+    bodies = load_test.bodies(group)
+    number, cells = position
+    state = {"group": group, "probe": judgment["kind"], "group_number": number, "groups_total": cells,
+             "requests_done": 0, "requests_total": len(bodies), "groups_done": number - 1}
+    progress.update(state, force=True)
+    started = time.monotonic()
+    done, alive = functools.partial(count_request, progress, state), functools.partial(progress.update, state)
+    if judgment["kind"] == "open_loop":
+        results = load_test.run_open_loop(group, bodies, judgment["rate_rps"], judgment["burstiness"], done, alive)
+    else:
+        results = load_test.run_group(group, bodies, done, alive)
+    # Requests are sent in the order of their bodies: the first `concurrency` results are the first ones sent.
+    counted = results[group["concurrency"]:]
+    record = summarise(group, counted, params["error_threshold"])
+    record["max_in_flight"] = max_in_flight(results)
+    record["probe"] = dict(judgment, sent=len(results), duration_s=round(time.monotonic() - started, 4),
+                           **judge(counted, params["slo"], params["search_confidence"]))
+    if params["results_file"]:
+        keep(params["results_file"], record, "the %s probe of %d users at %s, max_tokens %d" % (
+            judgment["kind"].replace("_", " "), group["concurrency"], group["image_size"], group["max_tokens"]),
+            result)
+    return dict(record, resumed=False)
+
+
+def capacity_record(size, tokens, search, probes):
+    """What a finished search found for one image size and output length, and what it spent."""
+    at = next((probe for probe in probes if probe["concurrency"] == search.capacity), None)
+    return {"image_size": size, "max_tokens": tokens, "max_concurrency": search.capacity,
+            "limited_by": search.limited_by, "rps": at and at["rps"],
+            "output_tokens_per_s": at and at["output_tokens_per_s"],
+            "slo_figures": at and at["probe"]["figures"],
+            "probes": [{"concurrency": probe["concurrency"], "passed": probe["probe"]["passed"]} for probe in probes],
+            "requests": sum(probe["probe"]["sent"] for probe in probes),
+            "seconds": round(sum(probe["probe"]["duration_s"] for probe in probes), 2),
+            "resumed_probes": sum(1 for probe in probes if probe["resumed"]), "open_loop": None}
 
 
 def run(params, check_mode=False):
@@ -660,11 +927,11 @@ def run(params, check_mode=False):
     progress = ProgressWriter(None if check_mode else params["results_file"])
     result = {"base_url": params["base_url"], "model": params["model"], "results_file": params["results_file"],
               "planned_groups": 0, "planned_requests": 0, "estimated_seconds": 0.0, "planned": [],
-              "stopped_by_deadline": False, "groups": [], "answer_checks": [], "progress_error": None}
+              "stopped_by_deadline": False, "groups": [], "answer_checks": [], "capacity": [], "progress_error": None}
     try:
         client = validate(params)
         groups = plan(params)
-        result.update(planned_groups=len(groups), planned_requests=len(groups) * params["requests_per_group"],
+        result.update(planned_groups=len(groups), planned_requests=sum(group["requests"] for group in groups),
                       estimated_seconds=estimate_seconds(groups, params), planned=planned_groups(params))
         if not check_mode:
             measure(params, client, groups, result, progress)
@@ -678,7 +945,8 @@ def run(params, check_mode=False):
     result["progress_error"] = progress.error
     if not check_mode:
         result["ansible_facts"] = {"vllm_benchmark": dict(
-            {name: result[name] for name in ("base_url", "model", "results_file", "groups", "answer_checks")},
+            {name: result[name] for name in ("base_url", "model", "results_file", "groups", "answer_checks",
+                                             "capacity")},
             finished_at=time.time(), summary=summary(result["groups"]))}
     return result
 

@@ -141,13 +141,24 @@ def _rounded(value, digits=4):
     return None if value is None else round(value, digits)
 
 
-def summarise(group, results, error_threshold):
-    """The record of a group (a dict with GROUP_FIELDS) from its requests' results.
+def timings(results):
+    """(the completed requests, {latency, ttft, tpot: their values in seconds}) of requests' results, as FIELDS
+    define them.
 
     results: objects with sent, first_token and finished (time.monotonic() seconds), prompt_tokens,
     completion_tokens and error (None for a completed request), as openai_client.StreamResult.
     """
     done = [r for r in results if r.error is None]
+    return done, {
+        "latency": [r.finished - r.sent for r in done],
+        "ttft": [r.first_token - r.sent for r in done if r.first_token is not None],
+        "tpot": [(r.finished - r.first_token) / (r.completion_tokens - 1) for r in done
+                 if r.first_token is not None and r.completion_tokens and r.completion_tokens > 1]}
+
+
+def summarise(group, results, error_threshold):
+    """The record of a group (a dict with GROUP_FIELDS) from its requests' results (as timings takes them)."""
+    done, measures = timings(results)
     errors = {}
     for result in results:
         if result.error is not None:
@@ -155,10 +166,7 @@ def summarise(group, results, error_threshold):
     start = min(r.sent for r in results) if results else 0.0
     end = max((r.finished for r in results if r.finished is not None), default=start)
     duration = end - start
-    latency = [r.finished - r.sent for r in done]
-    ttft = [r.first_token - r.sent for r in done if r.first_token is not None]
-    tpot = [(r.finished - r.first_token) / (r.completion_tokens - 1) for r in done
-            if r.first_token is not None and r.completion_tokens and r.completion_tokens > 1]
+    latency, ttft, tpot = measures["latency"], measures["ttft"], measures["tpot"]
     prompt = sum(r.prompt_tokens for r in done)
     completion = sum(r.completion_tokens for r in done)
     error_rate = _rounded((len(results) - len(done)) / float(len(results))) if results else 0.0
@@ -287,20 +295,30 @@ def read_lines(path):
     return values, skipped
 
 
+def is_probe(line):
+    """A record of a capacity search's probe (module_utils/capacity_search.py), not of a group of the matrix."""
+    return isinstance(line, dict) and isinstance(line.get("probe"), dict)
+
+
 def read_results(path):
     """(records, skipped lines) of a results file: one record per group, the last one written, in the order the
     groups first appear; lines that hold no record (cut mid-write, or anything else) are skipped, answer checks
-    left to read_answer_checks. No file: no records."""
+    left to read_answer_checks and a capacity search's probes to read_probes. No file: no records."""
     records = {}
     values, skipped = read_lines(path)
     for value in values:
-        if is_answer_check(value):
+        if is_answer_check(value) or is_probe(value):
             continue
         try:
             records[group_key(value)] = value
         except (KeyError, TypeError):  # TypeError: no object, or a group value such as a list
             skipped += 1
     return list(records.values()), skipped
+
+
+def read_probes(path):
+    """The probes of capacity searches a results file keeps, in the order they were written."""
+    return [value for value in read_lines(path)[0] if is_probe(value)]
 
 
 def read_answer_checks(path):

@@ -17,7 +17,7 @@ MODEL = "Qwen3-VL-8B-Instruct"
 class LocalStandin:
     """The stand-in `vllm serve` on loopback, over a twin host root, with its own request log."""
 
-    def __init__(self, base, speed=40, faults=None, stall_s=None, port=None, slowdown=1.0):
+    def __init__(self, base, speed=40, faults=None, stall_s=None, port=None, slowdown=1.0, max_num_seqs=256):
         self.root = base / "host"
         if not self.root.exists():
             hosts.build_root(self.root, hosts.load_profiles()["duo2"])
@@ -31,7 +31,8 @@ class LocalStandin:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "twin.vllm_standin", "serve", str(self.root / "data/models" / MODEL),
              "--served-model-name", MODEL, "--max-model-len", "8192", "--tensor-parallel-size", "2",
-             "--enforce-eager", "--dtype", "float16", "--host", "127.0.0.1", "--port", str(self.port)],
+             "--enforce-eager", "--dtype", "float16", "--max-num-seqs", str(max_num_seqs), "--host", "127.0.0.1",
+             "--port", str(self.port)],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 20
         while time.time() < deadline:

@@ -65,9 +65,9 @@ def test_numbers_agree_with_the_servers_own_log(standin):
 def test_each_client_latency_spans_the_servers_own(standin):
     """Request by request, the time the client measures holds the time the server logged (no timing bounds)."""
     server = standin(speed=20)
-    settings = params(base_url=server.url, requests_per_group=12)
+    settings = params(base_url=server.url)
     load_test = bench.LoadTest(settings, bench.Client(server.url, None, 30), MODEL)
-    group = {"image_size": "640x480", "max_tokens": 12, "concurrency": 4}
+    group = {"image_size": "640x480", "max_tokens": 12, "concurrency": 4, "requests": 12}
     wall_offset = time.time() - time.monotonic()
     results = load_test.run_group(group, load_test.bodies(group), lambda: None)
     records = {record["id"]: record for record in server.records(expected=12)}
@@ -83,10 +83,10 @@ def test_each_client_latency_spans_the_servers_own(standin):
 
 def test_unique_images_differ_and_shared_images_do_not(standin):
     server = standin()
-    shared = bench.LoadTest(params(unique_images=False, requests_per_group=3), None, MODEL)
-    assert len(set(shared.bodies({"image_size": "64x48", "max_tokens": 4}))) == 1
-    unique = bench.LoadTest(params(requests_per_group=3), None, MODEL)
-    assert len(set(unique.bodies({"image_size": "64x48", "max_tokens": 4}))) == 3
+    shared = bench.LoadTest(params(unique_images=False), None, MODEL)
+    assert len(set(shared.bodies({"image_size": "64x48", "max_tokens": 4, "requests": 3}))) == 1
+    unique = bench.LoadTest(params(), None, MODEL)
+    assert len(set(unique.bodies({"image_size": "64x48", "max_tokens": 4, "requests": 3}))) == 3
     assert server.process.poll() is None
 
 

@@ -8,6 +8,7 @@ import json
 import math
 import threading
 import time
+import types
 
 import pytest
 from fake_vllm import MODEL, Handler, Scripted, scripted, server, serving  # noqa: F401  (the fixtures)
@@ -178,9 +179,9 @@ def test_a_progress_file_that_cannot_be_written_does_not_stop_the_run(server, tm
 def test_load_test_bodies_are_json_with_their_own_image():
     from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
     params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
-    params.update(requests_per_group=3, prompt='say "ascend-vllm-fleet:image-url"')
+    params.update(prompt='say "ascend-vllm-fleet:image-url"')
     bodies = load_test.LoadTest(params, None, "Qwen3-VL-8B-Instruct").bodies(
-        {"image_size": "64x48", "max_tokens": 8, "concurrency": 1})
+        {"image_size": "64x48", "max_tokens": 8, "concurrency": 1, "requests": 3})
     urls = []
     for body in bodies:
         request = json.loads(body)
@@ -196,8 +197,9 @@ def test_load_test_bodies_are_json_with_their_own_image():
 def test_shared_images_make_one_body():
     from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
     params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
-    params.update(requests_per_group=3, unique_images=False)
-    bodies = load_test.LoadTest(params, None, "m").bodies({"image_size": "64x48", "max_tokens": 8, "concurrency": 1})
+    params.update(unique_images=False)
+    bodies = load_test.LoadTest(params, None, "m").bodies({"image_size": "64x48", "max_tokens": 8, "concurrency": 1,
+                                                            "requests": 3})
     assert len(bodies) == 3 and len(set(bodies)) == 1
 
 
@@ -495,3 +497,54 @@ def test_the_summary_leaves_out_unreliable_groups_and_lines_with_none():
     (line,) = bench_record.summary(records)
     assert (line["peak_concurrency"], line["peak_output_tokens_per_s"], line["groups"]) == (4, 40.0, 2)
     assert bench_record.summary([]) == []
+
+
+class VirtualClock:
+    """time for the module, in virtual seconds: a sleep advances it at once."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += max(0.0, seconds)
+
+
+class InlineThread:
+    def __init__(self, target, args=(), daemon=None):
+        self.target, self.args = target, args
+
+    def start(self):
+        self.target(*self.args)
+
+    def is_alive(self):
+        return False
+
+
+@pytest.mark.parametrize("burstiness,spread", [(1.0, (0.85, 1.15)), (0.25, (1.7, 2.3))])
+def test_open_loop_arrivals_come_at_the_rate_with_the_burstiness_asked(monkeypatch, burstiness, spread):
+    """The gaps between sends average 1/rate, with the coefficient of variation of a gamma of that shape
+    (1/sqrt(burstiness)): 1 for a Poisson process, 2 for a shape of 0.25."""
+    from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as bench
+    clock = VirtualClock()
+    monkeypatch.setattr(bench, "time", clock)
+    # Each request runs to its end when it is sent, so that it reads the clock at its arrival.
+    monkeypatch.setattr(bench, "threading", types.SimpleNamespace(Thread=InlineThread))
+    sent = []
+
+    class Client:
+        def stream_chat(self, body, result, max_tokens):
+            sent.append(clock.now)
+
+    params = {name: spec.get("default") for name, spec in bench.ARGUMENT_SPEC.items()}
+    group = {"image_size": "64x48", "max_tokens": 4, "concurrency": 1, "requests": 2000}
+    load_test = bench.LoadTest(params, Client(), "m")
+    results = load_test.run_open_loop(group, ["{}"] * 2000, 10.0, burstiness, lambda: None)
+    assert len(results) == 2000 and all(results)
+    gaps = [later - earlier for earlier, later in zip(sent, sent[1:])]
+    average = sum(gaps) / len(gaps)
+    deviation = (sum((gap - average) ** 2 for gap in gaps) / len(gaps)) ** 0.5
+    assert average == pytest.approx(0.1, rel=0.1)
+    assert spread[0] <= deviation / average <= spread[1]
