@@ -328,8 +328,8 @@ groups:
       resumed: false
 capacity:
   description:
-    - With C(search) C(concurrency), one record per image size and output length, in the order searched -
-      C(max_concurrency) (0 - not even one user meets C(slo)), C(limited_by) (C(slo), C(top) - the top of the range
+    - With C(search) C(concurrency), one record per image size and output length, in the order searched (each also
+      a line of C(results_file), under the key C(capacity)) - C(slo), C(max_concurrency) (0 - not even one user meets C(slo)), C(limited_by) (C(slo), C(top) - the top of the range
       met it, C(none_met)), C(rps), C(output_tokens_per_s) and C(slo_figures) measured there, C(probes) (the
       concurrency and verdict of each probe in the order run), C(requests) and C(seconds) the search spent, and
       C(resumed_probes) (read from C(results_file)), and C(open_loop) - the open-loop check there (C(rate_rps),
@@ -341,6 +341,7 @@ capacity:
   sample:
     - image_size: 640x480
       max_tokens: 32
+      slo: {p95_latency_s: 4.2}
       max_concurrency: 24
       limited_by: slo
       rps: 7.1
@@ -874,6 +875,9 @@ def search_capacity(params, load_test, result, progress):
             record["open_loop"] = dict({name: checked["probe"][name] for name in (
                 "rate_rps", "burstiness", "sent", "passed", "figures", "failed", "duration_s")},
                 max_in_flight=checked["max_in_flight"], resumed=checked["resumed"])
+        if params["results_file"]:
+            keep(params["results_file"], {"capacity": record}, "the capacity found at %s, max_tokens %d" % (
+                size, tokens), result)
         result["capacity"].append(record)
 
 
@@ -907,8 +911,8 @@ def run_probe(params, load_test, group, judgment, position, result, progress):
 def capacity_record(size, tokens, search, probes):
     """What a finished search found for one image size and output length, and what it spent."""
     at = next((probe for probe in probes if probe["concurrency"] == search.capacity), None)
-    return {"image_size": size, "max_tokens": tokens, "max_concurrency": search.capacity,
-            "limited_by": search.limited_by, "rps": at and at["rps"],
+    return {"image_size": size, "max_tokens": tokens, "slo": probes[0]["probe"]["slo"],
+            "max_concurrency": search.capacity, "limited_by": search.limited_by, "rps": at and at["rps"],
             "output_tokens_per_s": at and at["output_tokens_per_s"],
             "slo_figures": at and at["probe"]["figures"],
             "probes": [{"concurrency": probe["concurrency"], "passed": probe["probe"]["passed"]} for probe in probes],

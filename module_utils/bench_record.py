@@ -303,17 +303,34 @@ def is_probe(line):
 def read_results(path):
     """(records, skipped lines) of a results file: one record per group, the last one written, in the order the
     groups first appear; lines that hold no record (cut mid-write, or anything else) are skipped, answer checks
-    left to read_answer_checks and a capacity search's probes to read_probes. No file: no records."""
+    left to read_answer_checks, a capacity search's probes and findings to read_probes and read_capacities. No
+    file: no records."""
     records = {}
     values, skipped = read_lines(path)
     for value in values:
-        if is_answer_check(value) or is_probe(value):
+        if is_answer_check(value) or is_probe(value) or is_capacity(value):
             continue
         try:
             records[group_key(value)] = value
         except (KeyError, TypeError):  # TypeError: no object, or a group value such as a list
             skipped += 1
     return list(records.values()), skipped
+
+
+def is_capacity(line):
+    """What a capacity search found for one image size and output length (vllm_benchmark's capacity records)."""
+    return isinstance(line, dict) and isinstance(line.get("capacity"), dict)
+
+
+def read_capacities(path):
+    """The capacities a results file keeps, one per image size and output length (the last one written), in the
+    order first found."""
+    found = {}
+    for value in read_lines(path)[0]:
+        if is_capacity(value):
+            capacity = value["capacity"]
+            found[(capacity.get("image_size"), capacity.get("max_tokens"))] = capacity
+    return list(found.values())
 
 
 def read_probes(path):

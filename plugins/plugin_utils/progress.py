@@ -89,6 +89,8 @@ def instance_status(instance, progress, measured, skipped, shares, estimate_s, e
         "phase": phase,
         "group": group,
         "group_number": progress.get("group_number") if group else None,
+        # A capacity search's probe (closed or open_loop): group_number then counts the searches.
+        "probe": progress.get("probe") if group else None,
         "groups_done": progress.get("groups_done", 0),
         "groups_total": progress.get("groups_total", len(shares)),
         "requests_done": progress.get("requests_done") if group else None,
@@ -101,8 +103,13 @@ def instance_status(instance, progress, measured, skipped, shares, estimate_s, e
 
 
 def group_text(status):
-    """The group an instance measures, e.g. 'group 3/12 (1280x720, max_tokens 32, concurrency 8)'."""
+    """The group an instance measures, e.g. 'group 3/12 (1280x720, max_tokens 32, concurrency 8)', or the probe a
+    capacity search runs, e.g. 'search 1/2 (640x480, max_tokens 32): closed-loop probe of 8 users'."""
     group = status["group"]
+    if status.get("probe"):
+        return "search %s/%s (%s, max_tokens %s): %s probe of %s users" % (
+            status["group_number"], status["groups_total"], group["image_size"], group["max_tokens"],
+            "open-loop" if status["probe"] == "open_loop" else "closed-loop", group["concurrency"])
     return "group %s/%s (%s, max_tokens %s, concurrency %s)" % (
         status["group_number"], status["groups_total"], group["image_size"], group["max_tokens"],
         group["concurrency"])

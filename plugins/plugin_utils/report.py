@@ -111,7 +111,7 @@ def load(report_dir):
     if not report_dir.is_dir():
         raise SystemExit("report folder %s is not a folder: %s. Fix: give the folder the benchmark wrote"
                          % (report_dir, expected))
-    rows, skipped, checks = [], [], []
+    rows, skipped, checks, searched = [], [], [], False
     raw = report_dir / "raw"
     for path in sorted(raw.glob("*/*" + bench_record.RESULTS_SUFFIX)):
         where = path.relative_to(report_dir)
@@ -133,13 +133,70 @@ def load(report_dir):
         rows += [dict(record, host=host, instance=instance, answers=answers) for record in records]
         if cut:
             skipped.append({"host": host, "instance": instance, "lines": cut})
-    if not rows:
+        searched = searched or bool(bench_record.read_capacities(path))
+    if not rows and not searched:
         unread = "".join("; raw/%s/%s%s: %d line(s) that hold no record" % (
             entry["host"], entry["instance"], bench_record.RESULTS_SUFFIX, entry["lines"]) for entry in skipped)
         raise SystemExit("no benchmark results under %s (expected raw/<host>/<instance>%s)%s. Fix: fetch the results "
                          "first (the benchmark playbook does), or give the report folder that holds them"
                          % (raw, bench_record.RESULTS_SUFFIX, unread))
     return rows, skipped, checks
+
+
+def load_capacities(report_dir):
+    """What every capacity search under raw/ found, each with its host and instance (module_utils/bench_record.py
+    read_capacities)."""
+    found = []
+    for path in sorted((pathlib.Path(report_dir) / "raw").glob("*/*" + bench_record.RESULTS_SUFFIX)):
+        found += [dict(entry, host=path.parent.name, instance=bench_record.instance_name(path))
+                  for entry in bench_record.read_capacities(path)]
+    return found
+
+
+SLO_TEXT = {"p95_latency_s": "p95 latency <= %gs", "p95_ttft_s": "p95 TTFT <= %gs", "p95_tpot_s": "p95 TPOT <= %gs",
+            "max_error_rate": "errors <= %g"}
+
+
+def slo_text(slo):
+    return ", ".join(SLO_TEXT[key] % (value * 100 if key == "max_error_rate" else value)
+                     + (" %" if key == "max_error_rate" else "") for key, value in sorted((slo or {}).items())
+                     if key in SLO_TEXT)
+
+
+def searched_sentence(size, tokens, who, users, rps, limited_by, slo):
+    """"<size>, max_tokens <n>: <who> meets the SLO (...) up to N users at R requests/s", as a search found it."""
+    where = "%s, max_tokens %s: " % (size, tokens)
+    if limited_by == "none_met":
+        return where + "%s does not meet the SLO (%s) even with one user" % (who, slo_text(slo))
+    return where + "%s meets the SLO (%s) up to %s%d users at %s requests/s" % (
+        who, slo_text(slo), "at least " if limited_by == "top" else "", users, rate_text(rps))
+
+
+def searched_capacity(found):
+    """Each search's finding as a sentence, and the fleet's: per image size and max_tokens, the instances' users and
+    requests/s added up (the searches ran at the same time), when every instance searched it with one SLO."""
+    instances = sorted({(entry["host"], entry["instance"]) for entry in found if not through_gateway(entry)})
+    each, fleet = [], []
+    for entry in found:
+        who = ("the gateway on %s" % entry["host"] if through_gateway(entry)
+               else "%s on %s" % (entry["instance"], entry["host"]))
+        each.append(dict(entry, sentence=searched_sentence(
+            entry["image_size"], entry["max_tokens"], who, entry["max_concurrency"], entry.get("rps") or 0,
+            entry["limited_by"], entry.get("slo"))))
+    for size, tokens in workloads(found):
+        same = [entry for entry in found if (entry["image_size"], entry["max_tokens"]) == (size, tokens)
+                and not through_gateway(entry)]
+        if not same or len(same) != len(instances) or len({json.dumps(e.get("slo"), sort_keys=True)
+                                                            for e in same}) != 1:
+            continue
+        users = sum(entry["max_concurrency"] for entry in same)
+        rps = sum(entry.get("rps") or 0 for entry in same)
+        limited_by = ("none_met" if not users else "top" if all(e["limited_by"] == "top" for e in same) else "slo")
+        fleet.append({"image_size": size, "max_tokens": tokens, "users": users, "rps": round(rps, 4),
+                      "instances": len(same), "limited_by": limited_by, "open_loop": None,
+                      "sentence": searched_sentence(
+                          size, tokens, "the fleet", users, rps, limited_by, same[0].get("slo"))})
+    return each, fleet
 
 
 # What the benchmark role records beside each host's results: the host tuning it measured under (host_tuning).
@@ -570,13 +627,13 @@ def build(report_dir, latency_target):
     rows, skipped, checks = load(report_dir)
     tunings = load_tunings(report_dir)
     try:
-        return write_report(report_dir, rows, skipped, checks, latency_target, tunings)
+        return write_report(report_dir, rows, skipped, checks, latency_target, tunings, load_capacities(report_dir))
     except OSError as error:
         raise SystemExit("cannot write the report into %s: %s. Fix: make the folder writable, free disk space, or "
                          "move away what stands where a report file goes" % (report_dir, error)) from None
 
 
-def write_report(report_dir, rows, skipped, checks, latency_target, tunings=()):
+def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), capacities=()):
     write_csv(rows, report_dir / "results.csv")
     reference, entries = comparison(rows)
     host_totals, fleet_totals = totals(rows)
@@ -584,6 +641,7 @@ def write_report(report_dir, rows, skipped, checks, latency_target, tunings=()):
     gateway = gateway_series(rows)
     gateway_hosts = sorted({point["host"] for point in gateway})
     write_totals_csv(host_totals, fleet_totals, gateway, report_dir / "totals.csv")
+    searched, fleet_searched = searched_capacity(list(capacities))
     summary = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "latency_target_s": latency_target,
@@ -609,6 +667,8 @@ def write_report(report_dir, rows, skipped, checks, latency_target, tunings=()):
         "gateway_capacity": [dict(entry, host=host) for host in gateway_hosts
                              for entry in capacity([point for point in gateway if point["host"] == host],
                                                    latency_target, "the gateway on %s" % host)],
+        "searched_capacity": searched,
+        "fleet_searched_capacity": fleet_searched,
     }
     (report_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     totals_figure, figures = draw(measured, report_dir, reference, entries,
@@ -627,7 +687,9 @@ def write_report(report_dir, rows, skipped, checks, latency_target, tunings=()):
 
 def describe(report_dir, summary):
     """The line that tells an operator where the report is and what it holds."""
-    return ("report: %s (%d groups, %d instance(s), %d slow, %d whose answers failed; report.md, results.csv, "
+    searched = summary.get("searched_capacity")
+    return ("report: %s (%d groups, %s%d instance(s), %d slow, %d whose answers failed; report.md, results.csv, "
             "totals.csv and summary.json beside it)" % (
-                pathlib.Path(report_dir) / "report.html", summary["groups"], summary["instances"],
+                pathlib.Path(report_dir) / "report.html", summary["groups"],
+                "%d capacities searched, " % len(searched) if searched else "", summary["instances"],
                 len(summary["slow_instances"]), len(summary["answers_failed"])))

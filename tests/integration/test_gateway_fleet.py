@@ -226,6 +226,31 @@ def test_a_gateway_that_cannot_be_reached_stops_a_replacement_before_anything_ch
     assert not fleet[HOST_A].exists("/var/lib/ascend-fleet/lock")
 
 
+def test_one_parallel_search_finds_every_instances_capacity_and_the_report_states_it(fleet):
+    """The canary preset's axes (two image sizes, concurrency up to 8), searched on both instances at once; the
+    report states each instance's capacity and the fleet's, and the search is no instance's last run."""
+    folder = fleet.base / "capacity"
+    before = fleet.ad_hoc(HOST_A, "setup", "filter=ansible_local")["ansible_facts"]["ansible_local"]
+    run = fleet.play("-e", "vllm_bench_preset=canary", "-e", "vllm_bench_search=concurrency",
+                     "-e", json.dumps({"vllm_bench_slo": {"p95_latency_s": 30, "max_error_rate": 0},
+                                       "vllm_bench_report_dir": str(folder), "vllm_bench_open_loop_requests": 8}),
+                     playbook="playbooks/benchmark.yml")
+    assert run.rc == 0, run.stdout
+    summary = json.loads((folder / "summary.json").read_text())
+    found = {(entry["host"], entry["image_size"]): entry for entry in summary["searched_capacity"]}
+    assert set(found) == {(host, size) for host in (HOST_A, HOST_B) for size in ("1280x720", "640x480")}
+    for entry in found.values():
+        # 30 s is met by any concurrency a twin instance takes: every search reaches the top of its range.
+        assert entry["max_concurrency"] == 8 and entry["limited_by"] == "top", entry
+        assert [probe["concurrency"] for probe in entry["probes"]] == [1, 2, 4, 8] and entry["open_loop"]["sent"] == 16
+    report = (folder / "report.md").read_text()
+    for size in ("1280x720", "640x480"):
+        assert "%s, max_tokens 32: the fleet meets the SLO (errors <= 0 %%, p95 latency <= 30s) up to at least 16 " \
+               "users" % size in report
+    after = fleet.ad_hoc(HOST_A, "setup", "filter=ansible_local")["ansible_facts"]["ansible_local"]
+    assert after.get("vllm_bench") == before.get("vllm_bench")
+
+
 # --- canary rolls: the last tests of the module, which leave the fleet on another image ----------------------------
 IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"  # fleet_image's default, from the twin's registry
 # The stand-in 30 % slower, and another build as fast (tests/twin/lifecycle.py VARIANT_TAGS).

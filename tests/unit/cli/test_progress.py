@@ -124,3 +124,16 @@ def test_plan_line_from_the_modules_check_mode_result():
                "estimated_seconds": 9203.7, "changed": False}
     assert progress.plan_line(progress.plan_entry(planned)) == (
         "vllm-ascend-npu1: 45 groups, 2880 requests, estimated 2h33m")
+
+
+def test_a_capacity_searchs_probe_reads_as_the_search_and_the_users_it_probes():
+    search = dict(MATRIX, search="concurrency", search_probe_requests=16, estimate_seconds_per_token=0.09)
+    shares = progress.group_shares(vllm_benchmark.planned_groups(search))
+    probing = dict(running(2, 8, 4, 5, total=20), probe="closed", groups_total=2)
+    status = progress.instance_status("vllm-ascend", probing, [], set(), shares, ESTIMATE_S, 10.0)
+    assert progress.describe(status, eta_s=5) == (
+        "vllm-ascend: search 2/2 (640x480, max_tokens 8): closed-loop probe of 4 users: 5/20 requests, 0 errors, "
+        "10s elapsed, ETA 5s")
+    status = progress.instance_status("vllm-ascend", dict(probing, probe="open_loop"), [], set(), shares, ESTIMATE_S,
+                                      10.0)
+    assert "open-loop probe of 4 users" in progress.describe(status)
