@@ -329,12 +329,14 @@ groups:
 capacity:
   description:
     - With C(search) C(concurrency), one record per image size and output length, in the order searched (each also
-      a line of C(results_file), under the key C(capacity)) - C(slo), C(max_concurrency) (0 - not even one user meets C(slo)), C(limited_by) (C(slo), C(top) - the top of the range
-      met it, C(none_met)), C(rps), C(output_tokens_per_s) and C(slo_figures) measured there, C(probes) (the
-      concurrency and verdict of each probe in the order run), C(requests) and C(seconds) the search spent, and
-      C(resumed_probes) (read from C(results_file)), and C(open_loop) - the open-loop check there (C(rate_rps),
-      C(burstiness), C(sent), C(passed), C(figures), C(failed), C(duration_s), C(max_in_flight), C(resumed)), or
-      null when none ran; empty otherwise and in check mode.
+      a line of C(results_file), under the key C(capacity)).
+    - C(slo); C(max_concurrency) (0 - not even one user meets C(slo)); C(limited_by) - C(slo), C(top) (the top of
+      the range met it) or C(none_met); C(rps), C(output_tokens_per_s) and C(slo_figures) measured there.
+    - C(probes) - the concurrency and verdict of each probe in the order run; C(requests) and C(seconds) the search
+      spent; C(resumed_probes) - those read from C(results_file).
+    - C(open_loop) - the open-loop check there (C(rate_rps), C(burstiness), C(sent), C(passed), C(figures),
+      C(failed), C(duration_s), C(max_in_flight), C(resumed)), or null when none ran.
+    - Empty without a search and in check mode.
   returned: always
   type: list
   elements: dict

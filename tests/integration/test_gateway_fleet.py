@@ -231,9 +231,10 @@ def test_one_parallel_search_finds_every_instances_capacity_and_the_report_state
     report states each instance's capacity and the fleet's, and the search is no instance's last run."""
     folder = fleet.base / "capacity"
     before = fleet.ad_hoc(HOST_A, "setup", "filter=ansible_local")["ansible_facts"]["ansible_local"]
-    run = fleet.play("-e", "vllm_bench_preset=canary", "-e", "vllm_bench_search=concurrency",
-                     "-e", json.dumps({"vllm_bench_slo": {"p95_latency_s": 30, "max_error_rate": 0},
-                                       "vllm_bench_report_dir": str(folder), "vllm_bench_open_loop_requests": 8}),
+    settings = fleet.base / "capacity.json"
+    settings.write_text(json.dumps({"vllm_bench_slo": {"p95_latency_s": 30, "max_error_rate": 0},
+                                    "vllm_bench_report_dir": str(folder), "vllm_bench_open_loop_requests": 8}))
+    run = fleet.play("-e", "vllm_bench_preset=canary", "-e", "vllm_bench_search=concurrency", "-e", "@%s" % settings,
                      playbook="playbooks/benchmark.yml")
     assert run.rc == 0, run.stdout
     summary = json.loads((folder / "summary.json").read_text())
