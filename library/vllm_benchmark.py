@@ -42,10 +42,13 @@ description:
   - With C(search) C(concurrency), no matrix runs; for each image size and output length the module finds the
     largest concurrency, up to the largest value of C(concurrency), that meets C(slo) - doubling from 1 until a
     probe fails, then bisecting to C(search_tolerance) (the rules of C(module_utils/capacity_search.py)). Each
-    probe sends its concurrency's first wave, not counted, and at least C(search_probe_requests) more; a
-    percentile target is judged by its upper bound at C(search_confidence), so a probe of few requests must keep
-    its slowest ones under it. The answer is RV(capacity). The probes go to C(results_file) as they finish; with
-    C(resume), a search goes on from the probes recorded with the same SLO and runs none of them again.
+    probe sends its concurrency's first wave, not counted, then as many more (at least C(search_probe_requests));
+    a percentile target is judged by its upper bound at C(search_confidence), so a probe of few requests must keep
+    its slowest ones under it (a 95th percentile needs 45 requests for a bound at 90 % below the slowest; with
+    fewer, the slowest is the bound, and vouches with less confidence - 56 % with 16). The answer is RV(capacity).
+    The probes go to C(results_file) as they finish; with C(resume), a search takes the reliable probes recorded
+    with the same SLO, confidence, probe size and request count as run, and runs only the others. The matrix's
+    C(requests_per_group) and C(new_group_deadline_s) do not apply to a search.
   - Standard library only, Python 3.8 or later on the host.
 version_added: "1.0.0"
 author:
@@ -598,17 +601,29 @@ def doubling(top):
     return steps
 
 
+def workloads(params):
+    """(image size, max_tokens) of every line of the matrix, or of every search, in the order they run."""
+    return [(size, tokens) for size in params["image_sizes"] for tokens in params["max_tokens"]]
+
+
 def plan(params):
     """The groups in the order they run, each with its requests: the matrix, or a capacity search's probes up to its
     first failure (the bisection after it is decided by what the probes measure)."""
-    cells = [(size, tokens) for size in params["image_sizes"] for tokens in params["max_tokens"]]
     if params.get("search") == "concurrency":
         return [{"image_size": size, "max_tokens": tokens, "concurrency": concurrency,
                  "requests": probe_requests(concurrency, params["search_probe_requests"])}
-                for size, tokens in cells for concurrency in doubling(max(params["concurrency"]))]
+                for size, tokens in workloads(params) for concurrency in doubling(max(params["concurrency"]))]
     return [{"image_size": size, "max_tokens": tokens, "concurrency": concurrency,
              "requests": params["requests_per_group"]}
-            for size, tokens in cells for concurrency in params["concurrency"]]
+            for size, tokens in workloads(params) for concurrency in params["concurrency"]]
+
+
+def units_done(params, result):
+    """(done, total) in the progress file's units: groups of the matrix, or searches (one per image size and
+    max_tokens)."""
+    if params["search"] == "concurrency":
+        return len(result["capacity"]), len(workloads(params))
+    return len(result["groups"]), result["planned_groups"]
 
 
 def planned_groups(params):
@@ -719,9 +734,11 @@ class LoadTest:
             due = time.monotonic()
             for index in range(len(bodies)):
                 due += arrivals.gammavariate(burstiness, 1.0 / (rate * burstiness))
-                while time.monotonic() < due:
-                    time.sleep(min(due - time.monotonic(), PROGRESS_EVERY_S))
+                left = due - time.monotonic()
+                while left > 0:
+                    time.sleep(min(left, PROGRESS_EVERY_S))
                     alive()
+                    left = due - time.monotonic()
                 senders.append(threading.Thread(target=send, args=(index,), daemon=True))
                 senders[-1].start()
             wait_for(senders, alive)
@@ -841,26 +858,45 @@ def probe_judgment(params):
             "minimum": params["search_probe_requests"]}
 
 
+# What a resumed search reads of a recorded probe, and the types it must have there.
+PROBE_FIELDS = {"passed": (bool,), "sent": (int,), "duration_s": (int, float), "figures": (dict,), "failed": (list,)}
+RECORD_FIELDS = {"image_size": (str,), "max_tokens": (int,), "concurrency": (int,), "max_in_flight": (int,),
+                 "rps": (int, float, type(None)), "output_tokens_per_s": (int, float, type(None))}
+
+
+def typed(value, types):
+    """isinstance, except that a bool is no number (JSON's true is not one request)."""
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+
+
+def recorded_probes(path):
+    """The probes of a results file a resumed search may take as run, by (group, kind): reliable, and complete
+    with the types it reads. A line cut or written by anything else is not one: its probe runs again."""
+    recorded = {}
+    for line in read_probes(path):
+        parts = ((line, RECORD_FIELDS), (line["probe"], PROBE_FIELDS))
+        if line.get("unreliable") is False and all(typed(record.get(name), types) for record, wanted in parts
+                                                   for name, types in wanted.items()):
+            recorded[(group_key(line), line["probe"].get("kind"))] = line
+    return recorded
+
+
 def search_capacity(params, load_test, result, progress):
     """Each image size and output length's capacity search and open-loop check, each probe appended to the results
     file as it ends."""
     judgment = probe_judgment(params)
-    recorded = {}
-    if params["resume"]:
-        recorded = {(group_key(probe), probe["probe"].get("kind")): probe
-                    for probe in read_probes(params["results_file"])
-                    if not probe.get("unreliable") and all(probe["probe"].get(name) == value
-                                                           for name, value in judgment.items())}
-    cells = [(size, tokens) for size in params["image_sizes"] for tokens in params["max_tokens"]]
+    recorded = recorded_probes(params["results_file"]) if params["resume"] else {}
+    cells = workloads(params)
     for number, (size, tokens) in enumerate(cells, 1):
         def probe(kind, concurrency, requests, cell=(size, tokens, number), **arrivals):
             group = {"image_size": cell[0], "max_tokens": cell[1], "concurrency": concurrency, "requests": requests}
+            asked = dict(judgment, kind=kind, **arrivals)
             kept = recorded.get((group_key(group), kind))
+            # Judged as this search judges, with as many requests: else its verdict is not this search's.
             if kept is not None and all(kept["probe"].get(name) == value
-                                        for name, value in dict(arrivals, sent=requests).items()):
+                                        for name, value in dict(asked, sent=requests).items()):
                 return dict(kept, resumed=True)
-            return run_probe(params, load_test, group, dict(judgment, kind=kind, **arrivals), (cell[2], len(cells)),
-                             result, progress)
+            return run_probe(params, load_test, group, asked, (cell[2], len(cells)), result, progress)
 
         search = ConcurrencySearch(max(params["concurrency"]), params["search_tolerance"])
         probes = []
@@ -942,12 +978,12 @@ def run(params, check_mode=False):
         if not check_mode:
             measure(params, client, groups, result, progress)
     except BaseException as error:
-        progress.finish(len(result["groups"]), result["planned_groups"], error=str(error) or type(error).__name__)
+        progress.finish(*units_done(params, result), error=str(error) or type(error).__name__)
         raise
     finally:
         if held is not None:
             os.close(held)
-    progress.finish(len(result["groups"]), result["planned_groups"])
+    progress.finish(*units_done(params, result))
     result["progress_error"] = progress.error
     if not check_mode:
         result["ansible_facts"] = {"vllm_benchmark": dict(

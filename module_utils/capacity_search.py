@@ -46,7 +46,8 @@ def check_slo(slo):
         if key not in SLO_KEYS:
             raise OptionError("slo: %s is no key of an SLO: expected any of %s. %s" % (key, ", ".join(SLO_KEYS), fix))
         try:
-            number = float(value)
+            # A bool is no number of seconds, though Python would take true for 1.
+            number = float("nan") if isinstance(value, bool) else float(value)
         except (TypeError, ValueError):
             number = float("nan")
         limit = 1 if key == "max_error_rate" else float("inf")

@@ -130,14 +130,15 @@ class ActionModule(ActionBase):
                 instance.status.update(phase=progress.FAILED, eta_s=None, error=instance.result.get("msg") or "failed")
 
     def read_records(self, path):
-        """The records of a results file on the host, read by bench_record, the format's one owner."""
+        """The records of a results file on the host, read by bench_record, the format's one owner: the matrix's
+        groups, or a capacity search's probes."""
         content = self.slurp(path)
         if content is None:
             return []
         with tempfile.NamedTemporaryFile(suffix=progress.bench_record.RESULTS_SUFFIX) as copy:
             copy.write(content)
             copy.flush()
-            return progress.bench_record.read_results(copy.name)[0]
+            return progress.bench_record.read_results(copy.name)[0] + progress.bench_record.read_probes(copy.name)
 
     def job_status(self, instance):
         """The instance's async job as async_status tells it: finished (with the module's result) or not."""

@@ -143,14 +143,49 @@ def load(report_dir):
     return rows, skipped, checks
 
 
+LIMITS = ("slo", "top", "none_met")
+
+
+def capacity_problem(entry):
+    """What makes a capacity line unusable for the report, or None."""
+    slo = entry.get("slo")
+    open_loop = entry.get("open_loop")
+    checks = (
+        (isinstance(entry.get("image_size"), str), "no image_size"),
+        (is_count(entry.get("max_tokens")), "no max_tokens"),
+        (is_count(entry.get("max_concurrency")), "no max_concurrency (a count of users)"),
+        (entry.get("limited_by") in LIMITS, "limited_by is none of %s" % ", ".join(LIMITS)),
+        (entry.get("rps") is None or is_number(entry.get("rps")), "rps is no number"),
+        (isinstance(slo, dict) and all(key in SLO_TEXT and is_number(value) for key, value in slo.items()),
+         "its slo is no mapping of %s to numbers" % ", ".join(SLO_TEXT)),
+        (open_loop is None or isinstance(open_loop, dict) and is_number(open_loop.get("rate_rps"))
+         and isinstance(open_loop.get("passed"), bool) and isinstance(open_loop.get("failed"), list),
+         "its open_loop is no open-loop check"),
+    )
+    return next((problem for fine, problem in checks if not fine), None)
+
+
+def is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def load_capacities(report_dir):
-    """What every capacity search under raw/ found, each with its host and instance (module_utils/bench_record.py
-    read_capacities)."""
-    found = []
+    """(what every capacity search under raw/ found, each with its host and instance; every (host, instance) with a
+    results file, the gateway's left out). SystemExit, naming the file, for a capacity line the report cannot use."""
+    found, instances = [], []
     for path in sorted((pathlib.Path(report_dir) / "raw").glob("*/*" + bench_record.RESULTS_SUFFIX)):
-        found += [dict(entry, host=path.parent.name, instance=bench_record.instance_name(path))
-                  for entry in bench_record.read_capacities(path)]
-    return found
+        host, instance = path.parent.name, bench_record.instance_name(path)
+        if instance != GATEWAY_INSTANCE:
+            instances.append((host, instance))
+        for entry in bench_record.read_capacities(path):
+            problem = capacity_problem(entry)
+            if problem:
+                raise SystemExit("%s: the capacity line of %s, max_tokens %s: %s. Fix: search again (the benchmark "
+                                 "with vllm_bench_search=concurrency, without resume) or delete the line" % (
+                                     path.relative_to(report_dir), entry.get("image_size"), entry.get("max_tokens"),
+                                     problem))
+            found.append(dict(entry, host=host, instance=instance))
+    return found, instances
 
 
 SLO_TEXT = {"p95_latency_s": "p95 latency <= %gs", "p95_ttft_s": "p95 TTFT <= %gs", "p95_tpot_s": "p95 TPOT <= %gs",
@@ -172,10 +207,11 @@ def searched_sentence(size, tokens, who, users, rps, limited_by, slo):
         who, slo_text(slo), "at least " if limited_by == "top" else "", users, rate_text(rps))
 
 
-def searched_capacity(found):
+def searched_capacity(found, instances):
     """Each search's finding as a sentence, and the fleet's: per image size and max_tokens, the instances' users and
-    requests/s added up (the searches ran at the same time), when every instance searched it with one SLO."""
-    instances = sorted({(entry["host"], entry["instance"]) for entry in found if not through_gateway(entry)})
+    requests/s added up (their searches ran at the same time), when every instance of the report (instances)
+    searched it with one SLO. The fleet's is a lower bound ("at least") when any instance's search reached the top
+    of its range."""
     each, fleet = [], []
     for entry in found:
         who = ("the gateway on %s" % entry["host"] if through_gateway(entry)
@@ -186,12 +222,12 @@ def searched_capacity(found):
     for size, tokens in workloads(found):
         same = [entry for entry in found if (entry["image_size"], entry["max_tokens"]) == (size, tokens)
                 and not through_gateway(entry)]
-        if not same or len(same) != len(instances) or len({json.dumps(e.get("slo"), sort_keys=True)
-                                                            for e in same}) != 1:
+        if {(entry["host"], entry["instance"]) for entry in same} != set(instances) or len(same) != len(instances) \
+                or len({json.dumps(entry["slo"], sort_keys=True) for entry in same}) != 1:
             continue
         users = sum(entry["max_concurrency"] for entry in same)
         rps = sum(entry.get("rps") or 0 for entry in same)
-        limited_by = ("none_met" if not users else "top" if all(e["limited_by"] == "top" for e in same) else "slo")
+        limited_by = ("none_met" if not users else "top" if any(e["limited_by"] == "top" for e in same) else "slo")
         fleet.append({"image_size": size, "max_tokens": tokens, "users": users, "rps": round(rps, 4),
                       "instances": len(same), "limited_by": limited_by, "open_loop": None,
                       "sentence": searched_sentence(
@@ -627,13 +663,13 @@ def build(report_dir, latency_target):
     rows, skipped, checks = load(report_dir)
     tunings = load_tunings(report_dir)
     try:
-        return write_report(report_dir, rows, skipped, checks, latency_target, tunings, load_capacities(report_dir))
+        return write_report(report_dir, rows, skipped, checks, latency_target, tunings, *load_capacities(report_dir))
     except OSError as error:
         raise SystemExit("cannot write the report into %s: %s. Fix: make the folder writable, free disk space, or "
                          "move away what stands where a report file goes" % (report_dir, error)) from None
 
 
-def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), capacities=()):
+def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), capacities=(), searched_instances=()):
     write_csv(rows, report_dir / "results.csv")
     reference, entries = comparison(rows)
     host_totals, fleet_totals = totals(rows)
@@ -641,7 +677,7 @@ def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), 
     gateway = gateway_series(rows)
     gateway_hosts = sorted({point["host"] for point in gateway})
     write_totals_csv(host_totals, fleet_totals, gateway, report_dir / "totals.csv")
-    searched, fleet_searched = searched_capacity(list(capacities))
+    searched, fleet_searched = searched_capacity(list(capacities), list(searched_instances))
     summary = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "latency_target_s": latency_target,

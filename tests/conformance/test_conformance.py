@@ -116,10 +116,10 @@ def test_the_benchmark_measures_real_vllm_as_its_engine_logs_it(real, concurrenc
     decoding and processing, before the engine sees it) is part of what the module must measure."""
     server = real["plain"]
     settings = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
-    settings.update(base_url=server.url, requests_per_group=16, warmup_requests=0)
+    settings.update(base_url=server.url, warmup_requests=0)
     client = load_test.Client(server.url, None, 120)
     runner = load_test.LoadTest(settings, client, cases.MODEL)
-    group = {"image_size": "640x480", "max_tokens": 16, "concurrency": concurrency}
+    group = {"image_size": "640x480", "max_tokens": 16, "concurrency": concurrency, "requests": 16}
     bodies = runner.bodies(group)
     wall = time.time() - time.monotonic()
     results = runner.run_group(group, bodies, lambda: None)

@@ -67,9 +67,14 @@ def test_an_interrupted_search_resumes_without_running_a_finished_probe_again(se
     lines = whole.read_text().splitlines()
     assert [json.loads(line)["probe"]["kind"] for line in lines[:-1]] == ["closed"] * 6 + ["open_loop"]
     assert bench_record.read_capacities(str(whole)) == [first] and bench_record.read_results(str(whole)) == ([], 0)
-    # Killed during the fourth probe: three probes kept, and a line cut mid-write.
+    # Killed during the fourth probe: three probes kept, and a line cut mid-write; and lines that look like probes
+    # but are not whole ones, which a resumed search runs again rather than trusts or trips on.
+    fourth = json.loads(lines[3])
+    crafted = [{"probe": {}}, dict(fourth, probe=dict(fourth["probe"], passed="yes")),
+               dict(fourth, probe=dict(fourth["probe"], sent=True)),
+               {name: value for name, value in fourth.items() if name != "concurrency"}]
     cut = tmp_path / "cut.jsonl"
-    cut.write_text("\n".join(lines[:3]) + "\n" + lines[3][:40])
+    cut.write_text("\n".join(lines[:3] + [json.dumps(line) for line in crafted]) + "\n" + lines[3][:40])
     logged = len(server.records())
     resumed = search(server, slo, results_file=str(cut), resume=True, **short)["capacity"][0]
     assert resumed["max_concurrency"] == first["max_concurrency"] and resumed["probes"] == first["probes"]

@@ -2,6 +2,8 @@
 with one SLO; a folder with only searches is a report, not 'no results'."""
 import json
 
+import pytest
+
 from ansible_collections.ascend.fleet.plugins.plugin_utils import report
 
 SLO = {"p95_latency_s": 4.2, "max_error_rate": 0.01}
@@ -39,7 +41,10 @@ def test_each_instance_and_the_fleet_meet_the_slo_up_to_their_users(tmp_path):
     fleet = {(entry["image_size"], entry["users"], entry["rps"]) for entry in summary["fleet_searched_capacity"]}
     assert fleet == {("640x480", 70, 105.0), ("1920x1080", 2, 3.0)}
     text = (tmp_path / "report.md").read_text()
-    assert "the fleet meets the SLO (errors <= 1 %, p95 latency <= 4.2s) up to 70 users at 105 requests/s" in text
+    # b's search reached the top of its range: the fleet's 70 is a lower bound.
+    assert "the fleet meets the SLO (errors <= 1 %, p95 latency <= 4.2s) up to at least 70 users at 105 requests/s" \
+        in text
+    assert "the fleet meets the SLO (errors <= 1 %, p95 latency <= 4.2s) up to 2 users at 3 requests/s" in text
     assert "open-loop check at 9 requests/s: missed p95_latency_s" in text
     assert "2 capacities searched" not in report.describe(tmp_path, summary)
     assert "4 capacities searched" in report.describe(tmp_path, summary)
@@ -50,3 +55,27 @@ def test_no_fleet_capacity_where_an_instance_was_searched_with_another_slo_or_no
     write(tmp_path, "b", found(8, slo={"p95_latency_s": 9.0}))
     summary = report.build(tmp_path, 10.0)
     assert summary["fleet_searched_capacity"] == [] and len(summary["searched_capacity"]) == 3
+
+
+def test_no_fleet_capacity_while_an_instance_of_the_report_has_no_search(tmp_path):
+    """An instance whose search ended before its first finding is not left out of "the fleet" unnoticed."""
+    write(tmp_path, "a", found(6))
+    write(tmp_path, "b", {"probe": {"kind": "closed"}, "image_size": "640x480", "max_tokens": 32, "concurrency": 1})
+    summary = report.build(tmp_path, 10.0)
+    assert summary["fleet_searched_capacity"] == [] and len(summary["searched_capacity"]) == 1
+
+
+@pytest.mark.parametrize("change,problem", [
+    ({"max_concurrency": "six"}, "no max_concurrency"), ({"limited_by": "luck"}, "limited_by is none of"),
+    ({"slo": {"p95_latency_s": "4.2"}}, "its slo is no mapping"), ({"open_loop": {"passed": 1}}, "no open-loop check"),
+    ({"rps": [1]}, "rps is no number")])
+def test_a_capacity_line_the_report_cannot_use_is_refused_naming_the_file(tmp_path, change, problem):
+    line = found(6)
+    line["capacity"].update(change)
+    write(tmp_path, "a", line)
+    with pytest.raises(SystemExit) as stop:
+        report.build(tmp_path, 10.0)
+    message = str(stop.value)
+    assert message.startswith("raw/a/vllm-ascend.jsonl: the capacity line of 640x480, max_tokens 32: ")
+    assert problem in message and "Fix:" in message
+    assert not (tmp_path / "summary.json").exists()

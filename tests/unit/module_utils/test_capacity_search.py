@@ -59,7 +59,8 @@ def test_a_probe_sends_its_first_wave_and_counts_at_least_the_minimum_or_a_wave_
 @pytest.mark.parametrize("slo,named", [
     (None, "expected a mapping"), ({}, "expected a mapping"), ({"p99_latency_s": 3}, "p99_latency_s is no key"),
     ({"p95_latency_s": 0}, "seconds, more than 0"), ({"p95_latency_s": "fast"}, "seconds, more than 0"),
-    ({"p95_ttft_s": float("nan")}, "seconds, more than 0"), ({"p95_tpot_s": 1, "max_error_rate": 2}, "from 0 to 1"),
+    ({"p95_ttft_s": float("nan")}, "seconds, more than 0"), ({"p95_latency_s": True}, "seconds, more than 0"),
+    ({"p95_tpot_s": 1, "max_error_rate": 2}, "from 0 to 1"),
     ({"max_error_rate": 0.01}, "has no percentile target")])
 def test_an_slo_it_cannot_use_is_refused_naming_the_key(slo, named):
     with pytest.raises(OptionError) as error:
