@@ -317,7 +317,11 @@ def test_a_canary_30_percent_slower_stops_the_roll_and_goes_back(fleet):
 
 
 def test_a_canary_as_fast_passes_its_gate_and_the_roll_goes_on(fleet):
-    run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + REBUILT)
+    # The baseline was measured minutes ago, and the suite's other worker may have started or ended emulated
+    # aarch64 hosts since: this machine's load moved an equal image by up to 12 % here (benchmarks/
+    # canary_false_alarm.py --busy measures such drift). The test holds what a passing gate does; the gate's
+    # threshold against a slower image is held by the test above, at the default 10 %.
+    run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + REBUILT, "-e", "fleet_canary_max_regression=0.25")
     gated = run.results(GATE)
     assert len(gated) == 1, run.stdout
     (result,) = gated.values()
