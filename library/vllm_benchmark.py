@@ -887,28 +887,32 @@ def search_capacity(params, load_test, result, progress):
     judgment = probe_judgment(params)
     recorded = recorded_probes(params["results_file"]) if params["resume"] else {}
     cells = workloads(params)
-    for number, (size, tokens) in enumerate(cells, 1):
-        def probe(kind, concurrency, requests, cell=(size, tokens, number), **arrivals):
-            group = {"image_size": cell[0], "max_tokens": cell[1], "concurrency": concurrency, "requests": requests}
-            asked = dict(judgment, kind=kind, **arrivals)
-            kept = recorded.get((group_key(group), kind))
-            # Judged as this search judges, with as many requests: else its verdict is not this search's.
-            if kept is not None and all(kept["probe"].get(name) == value
-                                        for name, value in dict(asked, sent=requests).items()):
-                return dict(kept, resumed=True)
-            return run_probe(params, load_test, group, asked, (cell[2], len(cells)), result, progress)
 
+    def probe(number, kind, concurrency, requests, **arrivals):
+        """The probe of search `number` (of cells), run now, or as a resumed search recorded it."""
+        size, tokens = cells[number - 1]
+        group = {"image_size": size, "max_tokens": tokens, "concurrency": concurrency, "requests": requests}
+        asked = dict(judgment, kind=kind, **arrivals)
+        kept = recorded.get((group_key(group), kind))
+        # Judged as this search judges, with as many requests: else its verdict is not this search's.
+        if kept is not None and all(kept["probe"].get(name) == value
+                                    for name, value in dict(asked, sent=requests).items()):
+            return dict(kept, resumed=True)
+        return run_probe(params, load_test, group, asked, (number, len(cells)), result, progress)
+
+    for number, (size, tokens) in enumerate(cells, 1):
         search = ConcurrencySearch(max(params["concurrency"]), params["search_tolerance"])
         probes = []
         while search.next() is not None:
             concurrency = search.next()
-            probes.append(probe("closed", concurrency, probe_requests(concurrency, params["search_probe_requests"])))
+            probes.append(probe(number, "closed", concurrency,
+                                probe_requests(concurrency, params["search_probe_requests"])))
             search.record(concurrency, probes[-1]["probe"]["passed"])
         record = capacity_record(size, tokens, search, probes)
         if record["rps"] and params["open_loop_requests"]:
             # At the capacity's throughput, arrivals that do not wait for answers, as a gateway's users send them;
             # the first `capacity` of them fill an idle server and are not counted, as a probe's first wave.
-            checked = probe("open_loop", search.capacity, search.capacity + params["open_loop_requests"],
+            checked = probe(number, "open_loop", search.capacity, search.capacity + params["open_loop_requests"],
                             rate_rps=record["rps"], burstiness=params["open_loop_burstiness"])
             record["open_loop"] = dict({name: checked["probe"][name] for name in (
                 "rate_rps", "burstiness", "sent", "passed", "figures", "failed", "duration_s")},

@@ -89,7 +89,7 @@ def record_problem(record):
         return "has image_size %r: expected WIDTHxHEIGHT" % (record["image_size"],)
     for name in ("max_tokens", "concurrency"):
         value = record[name]
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        if not is_count(value, 1):
             return "has %s %r: expected a whole number of at least 1" % (name, value)
     for name in METRICS:
         if record.get(name) is not None and not is_number(record[name]):
@@ -100,9 +100,10 @@ def record_problem(record):
 
 
 def load(report_dir):
-    """Rows (records with their host and instance) of every results file, in the order the groups ran, and the
-    files with lines that held no record. SystemExit, with the message an operator needs, when there is
-    nothing to report or a record the report cannot use."""
+    """Rows (records with their host and instance) of every results file, in the order the groups ran, the files
+    with lines that held no record, each file's answer checks, and what capacity searches found (each with its host
+    and instance). SystemExit, with the message an operator needs, when there is nothing to report or a record or
+    capacity line the report cannot use."""
     report_dir = pathlib.Path(report_dir)
     expected = "expected the folder holding raw/<host>/<instance>%s" % bench_record.RESULTS_SUFFIX
     if not report_dir.exists():
@@ -111,7 +112,7 @@ def load(report_dir):
     if not report_dir.is_dir():
         raise SystemExit("report folder %s is not a folder: %s. Fix: give the folder the benchmark wrote"
                          % (report_dir, expected))
-    rows, skipped, checks, searched = [], [], [], False
+    rows, skipped, checks, capacities = [], [], [], []
     raw = report_dir / "raw"
     for path in sorted(raw.glob("*/*" + bench_record.RESULTS_SUFFIX)):
         where = path.relative_to(report_dir)
@@ -133,14 +134,14 @@ def load(report_dir):
         rows += [dict(record, host=host, instance=instance, answers=answers) for record in records]
         if cut:
             skipped.append({"host": host, "instance": instance, "lines": cut})
-        searched = searched or bool(bench_record.read_capacities(path))
-    if not rows and not searched:
+        capacities += [dict(entry, host=host, instance=instance) for entry in usable_capacities(path, where)]
+    if not rows and not capacities:
         unread = "".join("; raw/%s/%s%s: %d line(s) that hold no record" % (
             entry["host"], entry["instance"], bench_record.RESULTS_SUFFIX, entry["lines"]) for entry in skipped)
         raise SystemExit("no benchmark results under %s (expected raw/<host>/<instance>%s)%s. Fix: fetch the results "
                          "first (the benchmark playbook does), or give the report folder that holds them"
                          % (raw, bench_record.RESULTS_SUFFIX, unread))
-    return rows, skipped, checks
+    return rows, skipped, checks, capacities
 
 
 LIMITS = ("slo", "top", "none_met")
@@ -165,27 +166,21 @@ def capacity_problem(entry):
     return next((problem for fine, problem in checks if not fine), None)
 
 
-def is_count(value):
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def is_count(value, minimum=0):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
-def load_capacities(report_dir):
-    """(what every capacity search under raw/ found, each with its host and instance; every (host, instance) with a
-    results file, the gateway's left out). SystemExit, naming the file, for a capacity line the report cannot use."""
-    found, instances = [], []
-    for path in sorted((pathlib.Path(report_dir) / "raw").glob("*/*" + bench_record.RESULTS_SUFFIX)):
-        host, instance = path.parent.name, bench_record.instance_name(path)
-        if instance != GATEWAY_INSTANCE:
-            instances.append((host, instance))
-        for entry in bench_record.read_capacities(path):
-            problem = capacity_problem(entry)
-            if problem:
-                raise SystemExit("%s: the capacity line of %s, max_tokens %s: %s. Fix: search again (the benchmark "
-                                 "with vllm_bench_search=concurrency, without resume) or delete the line" % (
-                                     path.relative_to(report_dir), entry.get("image_size"), entry.get("max_tokens"),
-                                     problem))
-            found.append(dict(entry, host=host, instance=instance))
-    return found, instances
+def usable_capacities(path, where):
+    """The capacity lines of a results file (where: its name in the report folder); SystemExit, naming the file,
+    for one the report cannot use."""
+    found = bench_record.read_capacities(path)
+    for entry in found:
+        problem = capacity_problem(entry)
+        if problem:
+            raise SystemExit("%s: the capacity line of %s, max_tokens %s: %s. Fix: search again (the benchmark "
+                             "with vllm_bench_search=concurrency, without resume) or delete the line" % (
+                                 where, entry.get("image_size"), entry.get("max_tokens"), problem))
+    return found
 
 
 SLO_TEXT = {"p95_latency_s": "p95 latency <= %gs", "p95_ttft_s": "p95 TTFT <= %gs", "p95_tpot_s": "p95 TPOT <= %gs",
@@ -660,16 +655,16 @@ def build(report_dir, latency_target):
                          "recommended concurrency must meet, such as %g"
                          % (latency_target, bench_record.LATENCY_TARGET_S))
     report_dir = pathlib.Path(report_dir)
-    rows, skipped, checks = load(report_dir)
+    rows, skipped, checks, capacities = load(report_dir)
     tunings = load_tunings(report_dir)
     try:
-        return write_report(report_dir, rows, skipped, checks, latency_target, tunings, *load_capacities(report_dir))
+        return write_report(report_dir, rows, skipped, checks, latency_target, tunings, capacities)
     except OSError as error:
         raise SystemExit("cannot write the report into %s: %s. Fix: make the folder writable, free disk space, or "
                          "move away what stands where a report file goes" % (report_dir, error)) from None
 
 
-def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), capacities=(), searched_instances=()):
+def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), capacities=()):
     write_csv(rows, report_dir / "results.csv")
     reference, entries = comparison(rows)
     host_totals, fleet_totals = totals(rows)
@@ -677,7 +672,9 @@ def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), 
     gateway = gateway_series(rows)
     gateway_hosts = sorted({point["host"] for point in gateway})
     write_totals_csv(host_totals, fleet_totals, gateway, report_dir / "totals.csv")
-    searched, fleet_searched = searched_capacity(list(capacities), list(searched_instances))
+    # Every results file has its answer-check entry: the instances a fleet capacity must cover.
+    searched, fleet_searched = searched_capacity(list(capacities), [
+        (entry["host"], entry["instance"]) for entry in checks if entry["instance"] != GATEWAY_INSTANCE])
     summary = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "latency_target_s": latency_target,
