@@ -41,7 +41,9 @@ description:
     one does not stop the run.
   - With C(search) C(concurrency), no matrix runs; for each image size and output length the module finds the
     largest concurrency, up to the largest value of C(concurrency), that meets C(slo) - doubling from 1 until a
-    probe fails, then bisecting to C(search_tolerance) (the rules of C(module_utils/capacity_search.py)). Each
+    probe fails, then bisecting to C(search_tolerance) (the rules of C(module_utils/capacity_search.py)). A search
+    after the first starts at the capacity last found for its output length (else the last found) - that and one
+    tolerance beyond it settle a capacity that did not move, where doubling from 1 runs every probe below. Each
     probe sends its concurrency's first wave, not counted, then as many more (at least C(search_probe_requests));
     a percentile target is judged by its upper bound at C(search_confidence), so a probe of few requests must keep
     its slowest ones under it (a 95th percentile needs 45 requests for a bound at 90 % below the slowest; with
@@ -335,8 +337,8 @@ capacity:
       a line of C(results_file), under the key C(capacity)).
     - C(slo); C(max_concurrency) (0 - not even one user meets C(slo)); C(limited_by) - C(slo), C(top) (the top of
       the range met it) or C(none_met); C(rps), C(output_tokens_per_s) and C(slo_figures) measured there.
-    - C(probes) - the concurrency and verdict of each probe in the order run; C(requests) and C(seconds) the search
-      spent; C(resumed_probes) - those read from C(results_file).
+    - C(started_at) - the concurrency probed first; C(probes) - the concurrency and verdict of each probe in the
+      order run; C(requests) and C(seconds) the search spent; C(resumed_probes) - those read from C(results_file).
     - C(open_loop) - the open-loop check there (C(rate_rps), C(burstiness), C(sent), C(passed), C(figures),
       C(failed), C(duration_s), C(max_in_flight), C(resumed)), or null when none ran.
     - Empty without a search and in check mode.
@@ -352,6 +354,7 @@ capacity:
       rps: 7.1
       output_tokens_per_s: 227.2
       slo_figures: {p95_latency_s: {measured: 3.9, target: 4.2}}
+      started_at: 1
       probes: [{concurrency: 1, passed: true}, {concurrency: 2, passed: true}]
       requests: 420
       seconds: 96.3
@@ -607,8 +610,9 @@ def workloads(params):
 
 
 def plan(params):
-    """The groups in the order they run, each with its requests: the matrix, or a capacity search's probes up to its
-    first failure (the bisection after it is decided by what the probes measure)."""
+    """The groups in the order they run, each with its requests: the matrix, or for each capacity search the probes
+    from 1 up to its first failure, an estimate (where a search starts, and the bisection after it, are decided by
+    what the probes measure)."""
     if params.get("search") == "concurrency":
         return [{"image_size": size, "max_tokens": tokens, "concurrency": concurrency,
                  "requests": probe_requests(concurrency, params["search_probe_requests"])}
@@ -901,14 +905,15 @@ def search_capacity(params, load_test, result, progress):
         return run_probe(params, load_test, group, asked, (number, len(cells)), result, progress)
 
     for number, (size, tokens) in enumerate(cells, 1):
-        search = ConcurrencySearch(max(params["concurrency"]), params["search_tolerance"])
+        start = neighbours_capacity(result["capacity"], tokens)
+        search = ConcurrencySearch(max(params["concurrency"]), params["search_tolerance"], start)
         probes = []
         while search.next() is not None:
             concurrency = search.next()
             probes.append(probe(number, "closed", concurrency,
                                 probe_requests(concurrency, params["search_probe_requests"])))
             search.record(concurrency, probes[-1]["probe"]["passed"])
-        record = capacity_record(size, tokens, search, probes)
+        record = dict(capacity_record(size, tokens, search, probes), started_at=search.start)
         if record["rps"] and params["open_loop_requests"]:
             # At the capacity's throughput, arrivals that do not wait for answers, as a gateway's users send them;
             # the first `capacity` of them fill an idle server and are not counted, as a probe's first wave.
@@ -921,6 +926,13 @@ def search_capacity(params, load_test, result, progress):
             keep(params["results_file"], {"capacity": record}, "the capacity found at %s, max_tokens %d" % (
                 size, tokens), result)
         result["capacity"].append(record)
+
+
+def neighbours_capacity(found, tokens):
+    """Where the search of an output length starts: the capacity last found for it (at another image size, which
+    moves it least), else the capacity last found; 1 for the first search, or after one that met the SLO nowhere."""
+    same_length = [record for record in found if record["max_tokens"] == tokens]
+    return max(1, (same_length or found or [{"max_concurrency": 1}])[-1]["max_concurrency"])
 
 
 def run_probe(params, load_test, group, judgment, position, result, progress):

@@ -8,6 +8,11 @@ the top of the range passed, then bisects between the last concurrency that met 
 until they are at most the tolerance apart. It assumes what holds for a server that batches: a concurrency that
 fails, fails above it too.
 
+A search may start where a neighbouring one ended (the capacity found for the same output length at another
+image size differs by little): it probes that start, then one tolerance beyond it, up when the start met the SLO
+and down when it did not, and only then doubles up or halves down. Two probes settle a capacity that did not
+move; a probe of C users costs about 2C requests, so the probes from 1 up are what a start saves.
+
 A probe is a closed loop at its concurrency C of C + max(minimum, C) requests. The first C start together, a
 burst no user sends, and are not counted; the rest run while C are in flight and are judged.
 
@@ -97,22 +102,32 @@ def probe_requests(concurrency, minimum):
 
 
 class ConcurrencySearch:
-    """Which concurrency to probe next, from the verdicts so far: doubling from 1 until a probe fails or ``top``
-    passed, then bisecting to ``tolerance``. The verdicts alone decide, so a search given the verdicts it recorded
-    before asks for the probes it did not run yet, and nothing again."""
+    """Which concurrency to probe next, from the verdicts so far: from ``start`` (1: doubling from 1) up until a
+    probe fails or ``top`` passed, or down until one passes, then bisecting to ``tolerance``. The verdicts alone
+    decide, so a search given the verdicts it recorded before asks for the probes it did not run yet, and nothing
+    again."""
 
-    def __init__(self, top, tolerance):
+    def __init__(self, top, tolerance, start=1):
         self.top = top
         self.tolerance = max(1, tolerance)
+        self.start = min(top, max(1, start))
         self.passed = 0  # the largest concurrency that met the SLO (0: none)
         self.failed = None  # the smallest that did not
 
     def next(self):
         """The concurrency to probe next, or None when the search is over."""
+        if self.passed == 0 and self.failed is None:
+            return self.start
         if self.failed is None:
             if self.passed >= self.top:
                 return None
-            return min(self.top, max(1, 2 * self.passed))
+            # Near a start given, by doubling otherwise: from 1 the two agree.
+            near = self.passed == self.start > 1
+            return min(self.top, self.passed + (self.tolerance if near else self.passed))
+        if self.passed == 0:
+            if self.failed == 1:
+                return None
+            return max(1, self.failed - self.tolerance if self.failed == self.start else self.failed // 2)
         if self.failed - self.passed <= self.tolerance:
             return None
         return (self.passed + self.failed) // 2

@@ -60,6 +60,24 @@ def test_the_search_finds_the_servers_capacity_with_two_thirds_of_the_seed_matri
     assert result["ansible_facts"]["vllm_benchmark"]["capacity"] == result["capacity"] and result["groups"] == []
 
 
+def test_the_next_image_size_starts_at_the_capacity_found_and_settles_it_in_two_probes(server, slo, tmp_path):
+    results = tmp_path / "two.jsonl"
+    two_sizes = dict(image_sizes=["640x480", "1280x720"], open_loop_requests=0, results_file=str(results))
+    first, second = search(server, slo, **two_sizes)["capacity"]
+    assert first["started_at"] == 1 and first["max_concurrency"] == CAPACITY
+    assert second["started_at"] == CAPACITY and second["max_concurrency"] == CAPACITY
+    assert [probe["concurrency"] for probe in second["probes"]] == [CAPACITY, CAPACITY + 1]
+    matrix = bench.plan(params(server, concurrency=SEED_CONCURRENCY, image_sizes=two_sizes["image_sizes"]))
+    assert first["requests"] + second["requests"] <= 2 / 3.0 * sum(group["requests"] for group in matrix)
+    # Resumed with every probe recorded, the second search starts where it did and asks the server nothing.
+    logged = len(server.records())
+    again = search(server, slo, resume=True, **two_sizes)["capacity"]
+    assert [(found["started_at"], found["probes"]) for found in again] == [
+        (found["started_at"], found["probes"]) for found in (first, second)]
+    assert all(found["resumed_probes"] == len(found["probes"]) for found in again)
+    assert len(server.records()) == logged
+
+
 def test_an_interrupted_search_resumes_without_running_a_finished_probe_again(server, slo, tmp_path):
     whole = tmp_path / "whole.jsonl"
     short = dict(search_probe_requests=8, open_loop_requests=8)

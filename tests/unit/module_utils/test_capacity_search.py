@@ -15,9 +15,9 @@ from ansible_collections.ascend.fleet.plugins.module_utils.capacity_search impor
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError
 
 
-def search_with(capacity, top, tolerance):
+def search_with(capacity, top, tolerance, start=1):
     """(the search when over, the concurrencies it probed) against a server that meets the SLO up to capacity."""
-    search, probed = ConcurrencySearch(top, tolerance), []
+    search, probed = ConcurrencySearch(top, tolerance, start), []
     while search.next() is not None:
         probed.append(search.next())
         search.record(probed[-1], probed[-1] <= capacity)
@@ -27,16 +27,26 @@ def search_with(capacity, top, tolerance):
 @pytest.mark.parametrize("tolerance", [1, 2, 5])
 @pytest.mark.parametrize("top", [1, 7, 64, 100])
 def test_the_search_finds_every_capacity_within_its_tolerance_and_probes_nothing_twice(top, tolerance):
-    for capacity in range(0, top + 3):
-        search, probed = search_with(capacity, top, tolerance)
-        expected = min(capacity, top)
-        assert expected - tolerance < search.capacity <= expected, (capacity, probed)
-        assert len(probed) == len(set(probed)) and all(1 <= c <= top for c in probed)
-        assert search.limited_by == ("none_met" if search.capacity == 0 else "top" if capacity >= top else "slo")
+    # From every start, a start outside the range included: where it starts changes the probes, never the answer.
+    for start in range(0, top + 2):
+        for capacity in range(0, top + 3):
+            search, probed = search_with(capacity, top, tolerance, start)
+            expected = min(capacity, top)
+            assert expected - tolerance < search.capacity <= expected, (start, capacity, probed)
+            assert len(probed) == len(set(probed)) and all(1 <= c <= top for c in probed)
+            assert search.limited_by == ("none_met" if search.capacity == 0 else "top" if capacity >= top else "slo")
 
 
 def test_the_search_doubles_from_one_then_bisects():
     assert search_with(20, 64, 1)[1] == [1, 2, 4, 8, 16, 32, 24, 20, 22, 21]
+
+
+def test_a_search_started_at_its_capacity_settles_it_in_two_probes_and_one_far_off_doubles_or_halves():
+    assert search_with(24, 64, 2, start=24)[1] == [24, 26]
+    assert search_with(64, 64, 2, start=24)[1] == [24, 26, 52, 64]
+    assert search_with(3, 64, 2, start=24)[1] == [24, 22, 11, 5, 2, 3]
+    assert search_with(64, 64, 2, start=64)[1] == [64]
+    assert search_with(0, 64, 2, start=5)[1] == [5, 3, 1]
 
 
 def test_a_search_given_its_recorded_verdicts_asks_only_for_the_probes_after_them():
