@@ -57,6 +57,19 @@ class LocalStandin:
                 return [json.loads(line) for line in lines if line.strip()]
             time.sleep(0.05)
 
+    def quiet_count(self, quiet_s=0.5, timeout=10):
+        """How many requests the log holds once no line came for `quiet_s`: the last request a client has its answer
+        to may not be logged yet when the client returns."""
+        deadline = time.time() + timeout
+        count = len(self.records())
+        while time.time() < deadline:
+            time.sleep(quiet_s)
+            now = len(self.records())
+            if now == count:
+                return count
+            count = now
+        return count
+
     def stop(self):
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)

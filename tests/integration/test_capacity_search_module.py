@@ -62,7 +62,8 @@ def test_the_search_finds_the_servers_capacity_with_two_thirds_of_the_seed_matri
 
 def test_the_next_image_size_starts_at_the_capacity_found_and_settles_it_in_two_probes(server, slo, tmp_path):
     results = tmp_path / "two.jsonl"
-    two_sizes = dict(image_sizes=["640x480", "1280x720"], open_loop_requests=0, results_file=str(results))
+    two_sizes = dict(image_sizes=["640x480", "1280x720"], open_loop_requests=0, search_probe_requests=8,
+                     results_file=str(results))
     first, second = search(server, slo, **two_sizes)["capacity"]
     assert first["started_at"] == 1 and first["max_concurrency"] == CAPACITY
     assert second["started_at"] == CAPACITY and second["max_concurrency"] == CAPACITY
@@ -70,12 +71,12 @@ def test_the_next_image_size_starts_at_the_capacity_found_and_settles_it_in_two_
     matrix = bench.plan(params(server, concurrency=SEED_CONCURRENCY, image_sizes=two_sizes["image_sizes"]))
     assert first["requests"] + second["requests"] <= 2 / 3.0 * sum(group["requests"] for group in matrix)
     # Resumed with every probe recorded, the second search starts where it did and asks the server nothing.
-    logged = len(server.records())
+    logged = server.quiet_count()
     again = search(server, slo, resume=True, **two_sizes)["capacity"]
     assert [(found["started_at"], found["probes"]) for found in again] == [
         (found["started_at"], found["probes"]) for found in (first, second)]
     assert all(found["resumed_probes"] == len(found["probes"]) for found in again)
-    assert len(server.records()) == logged
+    assert server.quiet_count() == logged
 
 
 def test_an_interrupted_search_resumes_without_running_a_finished_probe_again(server, slo, tmp_path):
@@ -93,7 +94,7 @@ def test_an_interrupted_search_resumes_without_running_a_finished_probe_again(se
                {name: value for name, value in fourth.items() if name != "concurrency"}]
     cut = tmp_path / "cut.jsonl"
     cut.write_text("\n".join(lines[:3] + [json.dumps(line) for line in crafted]) + "\n" + lines[3][:40])
-    logged = len(server.records())
+    logged = server.quiet_count()
     resumed = search(server, slo, results_file=str(cut), resume=True, **short)["capacity"][0]
     assert resumed["max_concurrency"] == first["max_concurrency"] and resumed["probes"] == first["probes"]
     assert resumed["resumed_probes"] == 3 and resumed["requests"] == first["requests"]
@@ -113,12 +114,12 @@ def test_a_first_user_that_misses_the_slo_is_a_capacity_of_none(server):
 
 
 def test_check_mode_plans_the_doubling_and_sends_nothing(server):
-    logged = len(server.records())
+    logged = server.quiet_count()
     result = bench.run(params(server, search="concurrency", slo={"p95_ttft_s": 1}, concurrency=[1, 40]),
                        check_mode=True)
     assert [group["concurrency"] for group in result["planned"]] == [1, 2, 4, 8, 16, 32, 40]
     assert result["planned_requests"] == sum(c + max(16, c) for c in (1, 2, 4, 8, 16, 32, 40))
-    assert len(server.records()) == logged and result["capacity"] == []
+    assert server.quiet_count() == logged and result["capacity"] == []
 
 
 @pytest.mark.parametrize("overrides,message", [
