@@ -86,9 +86,9 @@ def main():
                 matrix, matrix_s = timed(params(server, requests_per_group=SEED["requests_per_group"]))
                 per_length = [search(server, slos[tokens], max_tokens=[tokens]) for tokens in SEED["max_tokens"]]
                 longest = slos[max(SEED["max_tokens"])]
+                spent = sum(group["requests"] for group in matrix["groups"])
                 for way, runs in (("per length", per_length), ("one SLO", [search(server, longest)])):
                     found = [record for result, _seconds in runs for record in result["capacity"]]
-                    spent = sum(group["requests"] for group in matrix["groups"])
                     searched = sum(record["requests"] for record in found)
                     agreeing = sum(1 for record in found if agrees(record, [
                         group for group in matrix["groups"] if (group["image_size"], group["max_tokens"]) == (

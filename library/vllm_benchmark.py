@@ -913,7 +913,7 @@ def search_capacity(params, load_test, result, progress):
             probes.append(probe(number, "closed", concurrency,
                                 probe_requests(concurrency, params["search_probe_requests"])))
             search.record(concurrency, probes[-1]["probe"]["passed"])
-        record = dict(capacity_record(size, tokens, search, probes), started_at=search.start)
+        record = capacity_record(size, tokens, search, probes)
         if record["rps"] and params["open_loop_requests"]:
             # At the capacity's throughput, arrivals that do not wait for answers, as a gateway's users send them;
             # the first `capacity` of them fill an idle server and are not counted, as a probe's first wave.
@@ -968,7 +968,7 @@ def capacity_record(size, tokens, search, probes):
     return {"image_size": size, "max_tokens": tokens, "slo": probes[0]["probe"]["slo"],
             "max_concurrency": search.capacity, "limited_by": search.limited_by, "rps": at and at["rps"],
             "output_tokens_per_s": at and at["output_tokens_per_s"],
-            "slo_figures": at and at["probe"]["figures"],
+            "slo_figures": at and at["probe"]["figures"], "started_at": search.start,
             "probes": [{"concurrency": probe["concurrency"], "passed": probe["probe"]["passed"]} for probe in probes],
             "requests": sum(probe["probe"]["sent"] for probe in probes),
             "seconds": round(sum(probe["probe"]["duration_s"] for probe in probes), 2),
