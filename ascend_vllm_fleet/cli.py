@@ -19,7 +19,8 @@ from ansible_collections.ascend.fleet.plugins.plugin_utils import progress, repo
 from . import REPO, view
 
 DEFAULT_INVENTORY = REPO / "inventory" / "twin" / "hosts.yml"
-PLAYBOOKS = {"deploy": "site.yml", "bench": "playbooks/benchmark.yml", "teardown": "playbooks/teardown.yml"}
+PLAYBOOKS = {"deploy": "site.yml", "bench": "playbooks/benchmark.yml", "teardown": "playbooks/teardown.yml",
+             "doctor": "playbooks/doctor.yml", "collect": "playbooks/doctor.yml"}
 EXAMPLES = {
     "deploy": """\
         ascend-vllm-fleet deploy -i inventory/prod/hosts.yml
@@ -38,6 +39,13 @@ EXAMPLES = {
     "teardown": """\
         ascend-vllm-fleet teardown -i inventory/prod/hosts.yml
         ascend-vllm-fleet teardown --remove-image --remove-model""",
+    "doctor": """\
+        ascend-vllm-fleet doctor -i inventory/prod/hosts.yml
+        ascend-vllm-fleet doctor -l npu-node-07 --bundle          # and its support bundle
+        ascend-vllm-fleet doctor -e doctor_answer_check=none       # no chat request to the instances""",
+    "collect": """\
+        ascend-vllm-fleet collect -i inventory/prod/hosts.yml     # a bundle per host and a fleet index
+        ascend-vllm-fleet collect -l npu-node-07""",
 }
 
 
@@ -85,18 +93,23 @@ def playbook_vars(args):
         reports = pathlib.Path(extravars.get("vllm_bench_reports_dir") or REPO / "reports")
         report_dir = pathlib.Path(extravars.get("vllm_bench_report_dir") or reports / utc_stamp()).resolve()
         extravars["vllm_bench_report_dir"] = str(report_dir)
+    if args.command in ("doctor", "collect"):
+        report_dir = pathlib.Path(extravars.get("doctor_report_dir") or REPO / "reports" / (
+            "doctor-" + utc_stamp())).resolve()
+        extravars["doctor_report_dir"] = str(report_dir)
+        extravars.setdefault("doctor_bundle", args.command == "collect" or args.bundle)
     if args.command == "teardown":
         extravars.setdefault("vllm_teardown_remove_image", args.remove_image)
         extravars.setdefault("vllm_teardown_remove_model", args.remove_model)
     return extravars, report_dir
 
 
-def run_playbook(args, playbook, extravars, out=sys.stdout, report_dir=None):
+def run_playbook(args, playbook, extravars, out=sys.stdout, report_dir=None, status=True):
     import ansible_runner
 
     artifacts = REPO / "artifacts"
     artifacts.mkdir(exist_ok=True)
-    fleet_view = view.FleetView(status_dir=report_dir / progress.STATUS_FOLDER if report_dir else None,
+    fleet_view = view.FleetView(status_dir=report_dir / progress.STATUS_FOLDER if report_dir and status else None,
                                 bounds=view.WaitBounds(pathlib.Path(args.inventory).resolve(), extravars))
     cmdline = []
     if args.limit:
@@ -171,6 +184,22 @@ def gather_facts(args, folder):
                          "or leave them out with -l" % ", ".join(missed))
 
 
+def command_doctor(args, extravars, report_dir, out=sys.stdout):
+    """The doctor's playbook, then its line per host and where the diagnosis (and bundles) are; exits 1 when a
+    host is not healthy or was not diagnosed."""
+    code = run_playbook(args, PLAYBOOKS[args.command], extravars, out, report_dir, status=False)
+    diagnosis = report_dir / "doctor.json"
+    if not diagnosis.exists():
+        out.write("\nno diagnosis was written (%s): see the run's output above\n" % diagnosis)
+        return code or 1
+    fleet = json.loads(diagnosis.read_text(encoding="utf-8"))
+    out.write("\n%s\n\ndiagnosis: %s\n" % ("\n".join(row["summary"] for row in fleet["hosts"]), diagnosis))
+    bundles = [row["bundle"]["file"] for row in fleet["hosts"] if row.get("bundle")]
+    if bundles:
+        out.write("bundles: %s (%d)\n" % (report_dir / "bundles", len(bundles)))
+    return code or (0 if fleet["healthy"] else 1)
+
+
 def command_report(args, out=sys.stdout):
     if args.from_facts:
         report_dir = pathlib.Path(args.report_dir)
@@ -189,8 +218,10 @@ def build_parser():
              "verify": "check that every host still serves what the inventory says (testinfra suite)",
              "bench": "benchmark every instance and write the fleet report",
              "report": "rebuild a report from fetched results",
-             "teardown": "remove the containers and rendered files"}
-    for name in ("deploy", "verify", "bench", "report", "teardown"):
+             "teardown": "remove the containers and rendered files",
+             "doctor": "name what is wrong on every host, with its evidence and fix (reads only)",
+             "collect": "pack a support bundle per host (secrets scrubbed) and a fleet index, with the diagnosis"}
+    for name in ("deploy", "verify", "bench", "report", "teardown", "doctor", "collect"):
         sub = commands.add_parser(name, help=helps[name], description=helps[name],
                                   epilog="examples:\n" + textwrap.dedent(EXAMPLES[name]),
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -219,6 +250,8 @@ def build_parser():
             sub.add_argument("--plan", action="store_true",
                              help="only show the plan: each instance's groups, requests and estimated time (the "
                                   "load-test module's check mode); nothing is sent to the instances")
+        if name == "doctor":
+            sub.add_argument("--bundle", action="store_true", help="also pack each host's support bundle (as collect)")
         if name == "teardown":
             sub.add_argument("--remove-image", action="store_true", help="also remove the image")
             sub.add_argument("--remove-model", action="store_true", help="also remove the model folder")
@@ -239,6 +272,8 @@ def main(argv=None):
     if args.command == "report":
         return command_report(args)
     extravars, report_dir = playbook_vars(args)
+    if args.command in ("doctor", "collect"):
+        return command_doctor(args, extravars, report_dir)
     return run_playbook(args, PLAYBOOKS[args.command], extravars, report_dir=report_dir)
 
 

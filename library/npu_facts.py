@@ -37,35 +37,11 @@ description:
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
-options:
-  npu_smi:
-    description:
-      - Path of npu-smi. By default it is looked up on C(PATH), then in C(/usr/local/bin) and C(/usr/local/sbin).
-    type: path
-  driver_home:
-    description: Folder of the installed Ascend driver (holds C(version.info) and C(lib64/)).
-    type: path
-    default: /usr/local/Ascend/driver
-  firmware_home:
-    description: Folder of the installed Ascend firmware (holds C(version.info)).
-    type: path
-    default: /usr/local/Ascend/firmware
-  install_info:
-    description: The driver installer's record of what it installed.
-    type: path
-    default: /etc/ascend_install.info
-  dev_dir:
-    description: Folder holding the C(davinciN) and manager device nodes.
-    type: path
-    default: /dev
-  timeout:
-    description: Seconds to wait for each npu-smi call (at least 1); a wedged driver can make npu-smi hang.
-    type: int
-    default: 60
 extends_documentation_fragment:
   - ascend.fleet.attributes
   - ascend.fleet.attributes.read_only
   - ascend.fleet.attributes.facts
+  - ascend.fleet.npu_paths
 notes:
   - Run it as root. Without root npu-smi prints C(NOT SUPPORT) for some fields and may fail with C(-8005).
 seealso:
@@ -494,7 +470,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ascend.fleet.plugins.module_utils.npu_gather import Gatherer
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_gather import NPU_OPTIONS, Gatherer
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
     OptionError,
     number_at_least,
@@ -515,14 +491,7 @@ def check_options(params):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            npu_smi=dict(type="path"),
-            driver_home=dict(type="path", default="/usr/local/Ascend/driver"),
-            firmware_home=dict(type="path", default="/usr/local/Ascend/firmware"),
-            install_info=dict(type="path", default="/etc/ascend_install.info"),
-            dev_dir=dict(type="path", default="/dev"),
-            timeout=dict(type="int", default=60),
-        ),
+        argument_spec=NPU_OPTIONS,
         supports_check_mode=True,
     )
     try:

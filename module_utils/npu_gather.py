@@ -35,6 +35,15 @@ from ansible_collections.ascend.fleet.plugins.module_utils.npu_smi import (
 )
 
 SEARCH_PATH = ("/usr/local/bin", "/usr/local/sbin")
+# The options of the modules that gather with Gatherer (doc fragment npu_paths).
+NPU_OPTIONS = dict(
+    npu_smi=dict(type="path"),
+    driver_home=dict(type="path", default="/usr/local/Ascend/driver"),
+    firmware_home=dict(type="path", default="/usr/local/Ascend/firmware"),
+    install_info=dict(type="path", default="/etc/ascend_install.info"),
+    dev_dir=dict(type="path", default="/dev"),
+    timeout=dict(type="int", default=60),
+)
 
 
 def utf8_text(data, source, problems):
@@ -68,10 +77,10 @@ def cpu_model():
 
 
 class Gatherer:
-    """The facts of one host, gathered with the npu_facts module's options (params)."""
+    """The facts of one host, gathered with the NPU_OPTIONS of params (a module's, which may hold more)."""
 
     def __init__(self, params):
-        self.params = params
+        self.params = dict((name, params[name]) for name in NPU_OPTIONS)
         self.problems = []
 
     def find_npu_smi(self):

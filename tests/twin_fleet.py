@@ -83,6 +83,15 @@ class PlayFleet:
             args += ("--skip-tags", "preflight")
         return start_playbook(self.base / "runs" / str(self.runs), self.inventory, playbook, *args)
 
+    def doctor(self, *args, **overrides):
+        """(the run, the fleet's diagnosis it wrote: doctor.json) of playbooks/doctor.yml, as `ascend-vllm-fleet
+        doctor` runs it; args and overrides as for play (-e doctor_bundle=true: `collect`)."""
+        folder = self.base / "doctor" / str(self.runs + 1)
+        run = self.play("-e", "doctor_report_dir=%s" % folder, *args, playbook="playbooks/doctor.yml", **overrides)
+        diagnosis = folder / "doctor.json"
+        assert diagnosis.exists(), run.stdout
+        return run, json.loads(diagnosis.read_text())
+
     def ad_hoc(self, host, module, args=""):
         """The result of `ansible HOST -m MODULE -a ARGS` against the fleet's inventory, as an operator runs it."""
         self.write()

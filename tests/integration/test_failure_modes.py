@@ -4,6 +4,7 @@ refuses, jemalloc preloaded only by an interactive shell, large images that cras
 load together."""
 import json
 import re
+import tarfile
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils import png_images
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import ImageChat, image_data_url
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as PORT
-from twin_fleet import SMALL_BENCH_PLAY, DeployedFleet
+from twin_fleet import SMALL_BENCH_PLAY, DeployedFleet, serves_now, wait_until
 
 pytestmark = pytest.mark.docker
 DUAL, REMAPPED = "npu-dual", "npu-remap"
@@ -52,6 +53,27 @@ def chat(host, port, key, width, height):
                          headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
 
 
+def diagnosed(diagnosis, host):
+    """(state, the rules of the errors found, the findings) of host in the fleet's diagnosis (doctor.json). Warnings
+    are left out: the twin's hosts run on this machine's few CPUs, and vLLM-Ascend's CPU binding says so (as it
+    would on a small real host)."""
+    (row,) = [row for row in diagnosis["hosts"] if row["host"] == host]
+    return row["state"], [item["rule"] for item in row["findings"] if item["severity"] == "error"], row["findings"]
+
+
+def assert_named(diagnosis, host, rule, evidence, healthy=()):
+    """The doctor named rule on host with evidence and its fix, and no error it does not explain; the hosts in
+    healthy are healthy."""
+    state, rules, findings = diagnosed(diagnosis, host)
+    assert state == "unhealthy" and rules == [rule], (host, [(item["rule"], item["evidence"]) for item in findings])
+    (named,) = [item for item in findings if item["rule"] == rule]
+    assert evidence in named["evidence"] and named["fix"], named
+    (row,) = [row for row in diagnosis["hosts"] if row["host"] == host]
+    assert rule in row["summary"] and "Fix: " in row["summary"], row["summary"]
+    for other in healthy:
+        assert diagnosed(diagnosis, other)[:2] == ("healthy", []), diagnosed(diagnosis, other)
+
+
 def test_a_chip_opens_in_one_container_only_and_a_deploy_names_who_holds_it(fleet):
     """Someone's test container on NPU 3: the stand-in refuses a chip another holds, as the driver does, and the
     deploy stops before touching our container, naming the other one."""
@@ -67,6 +89,9 @@ def test_a_chip_opens_in_one_container_only_and_a_deploy_names_who_holds_it(flee
         wait_for_log(host, "llm-test", "NPU chips opened: davinci0 davinci1")
         host.docker("start", NAME)
         wait_for_log(host, NAME, "resources are busy")
+        run, diagnosis = fleet.doctor()
+        assert run.rc == 0, run.stdout
+        assert_named(diagnosis, DUAL, "foreign_holder", "container llm-test maps /dev/davinci0", healthy=[REMAPPED])
         run = fleet.play(*SERVER, "--limit", DUAL, **{DUAL: {"vllm_server_max_model_len": 4096}})
         assert run.rc != 0
         text = run.failure_text(DUAL)
@@ -131,6 +156,10 @@ def test_a_large_image_crashes_an_uncapped_engine_and_verify_names_the_crash(fle
     assert crashed.status_code == 500 and "EngineCore encountered an issue" in crashed.text, crashed.text
     code, output = fleet.verify(hosts=[DUAL], **{DUAL: {"vllm_server_max_pixels": 0}})
     assert code != 0 and "instance %s: crashed and was restarted by Docker" % NAME in output, output
+    # The crash explains the dead engine, the restart and the load that follows: one cause, not four.
+    run, diagnosis = fleet.doctor()
+    assert run.rc == 0, run.stdout
+    assert_named(diagnosis, DUAL, "large_image_crash", "507018", healthy=[REMAPPED])
     assert fleet.restore().rc == 0
     assert chat(host, PORT, key, 2560, 1440).status_code == 200
 
@@ -233,6 +262,11 @@ def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_
         rows = (report_dir / "results.csv").read_text().splitlines()
         assert len(rows) == 1 + 4 and all(row.endswith(",failed") for row in rows[1:]), rows[:2]
 
+        run, diagnosis = fleet.doctor("-e", "doctor_bundle=true")
+        assert run.rc == 0, run.stdout
+        assert_named(diagnosis, REMAPPED, "degenerate_answers", "!!!!", healthy=[DUAL])
+        bundles_hold_every_item_and_no_key(fleet, diagnosis)
+
         model_answers("wrong")
         run = fleet.play(*SERVER, "--limit", REMAPPED)
         assert run.rc != 0
@@ -242,3 +276,96 @@ def test_an_instance_answering_garbage_fails_its_host_everywhere_and_the_others_
         assert fleet.play(*SERVER, "--limit", REMAPPED, "-e", "fleet_answer_check=sane").rc == 0
     finally:
         host.exec("rm", "-f", answers)  # healthy again: the container itself was never changed
+
+
+# What a support bundle holds for a host of this collection (library/support_bundle.py); each instance's folder too.
+BUNDLE_ITEMS = ("doctor.json", "plan.json", "MANIFEST.json", "npu-smi/info.txt", "npu-smi/info-m.txt",
+                "npu-smi/topo.txt", "driver/driver-version.info", "driver/firmware-version.info",
+                "driver/ascend_install.info", "driver/modules.txt", "kernel-npu.log", "docker/ps.txt",
+                "docker/version.txt", "docker/info.txt", "system/disks.json", "system/df.txt", "system/meminfo.txt",
+                "tuning.txt")
+INSTANCE_ITEMS = ("inspect.json", "state.json", "log.txt", "script.sh")
+
+
+def bundles_hold_every_item_and_no_key(fleet, diagnosis):
+    """Each host's bundle, fetched and indexed, holds every item, per card npu-smi's board, health and memory, and
+    nowhere the fleet's key; what it could not read (the twin's hosts have no msnpureport) its manifest says."""
+    key = fleet.api_key().encode()
+    for row in diagnosis["hosts"]:
+        path = fleet.base / "doctor" / str(fleet.runs) / row["bundle"]["file"]
+        with tarfile.open(path) as tar:
+            members = {member.name: tar.extractfile(member).read() for member in tar.getmembers() if member.isfile()}
+        names = {name.split("/", 1)[1] for name in members}
+        wanted = set(BUNDLE_ITEMS) | set("instances/%s/%s" % (NAME, item) for item in INSTANCE_ITEMS)
+        assert wanted <= names, (row["host"], sorted(wanted - names))
+        for query in ("board", "health", "memory"):
+            assert [name for name in names if name.startswith("npu-smi/%s-" % query)], (row["host"], query)
+        assert not [name for name, data in members.items() if key in data], row["host"]
+        inspected = json.loads(members["%s/instances/%s/inspect.json" % (row["host"], NAME)])
+        assert "Env" not in inspected["Config"] and inspected["Name"] == "/" + NAME
+        assert json.loads(members["%s/doctor.json" % row["host"]])["summary"] == row["summary"]
+        manifest = json.loads(members["%s/MANIFEST.json" % row["host"]])
+        assert "msnpureport/" in manifest["missing"], manifest
+        assert row["bundle"]["size"] == path.stat().st_size
+
+
+PROFILE = "/usr/local/dcmi/npu-smi-twin.json"  # the npu-smi emulator's host profile (tests/twin/npu_smi.py)
+DRIVER_VERSION = "/usr/local/Ascend/driver/version.info"
+# What a host's own programs write while the doctor reads it: the kernel's, SSH's logins, Ansible's module folder,
+# Docker's container logs and the servers' request logs (an answer check is a request).
+WRITTEN_BY_OTHERS = ("/proc", "/sys", "/dev", "/run", "/var/lib/docker", "/var/log", "/var/cache/vllm-ascend",
+                     "/root/.ansible", "/tmp/doctor-marker")
+
+
+def host_snapshot(host):
+    """A host's containers as they run (id, start, restarts, status) and a marker to find files written after it."""
+    host.exec("touch", "/tmp/doctor-marker")
+    time.sleep(1.1)  # file times have a second's resolution on some file systems
+    return host.docker("ps", "-aq", "--no-trunc").stdout.split(), host.docker(
+        "inspect", "-f", "{{.Id}} {{.State.StartedAt}} {{.RestartCount}} {{.State.Status}}",
+        *host.docker("ps", "-aq").stdout.split()).stdout
+
+
+def written_since_snapshot(host):
+    prune = " -o ".join("-path %s" % path for path in WRITTEN_BY_OTHERS)
+    return host.exec("sh", "-c", "find / -xdev \\( %s \\) -prune -o -newer /tmp/doctor-marker -type f -print"
+                     % prune).stdout.split()
+
+
+def test_the_doctor_names_npu_faults_and_a_stopped_instance_and_changes_nothing(fleet):
+    """A chip made unhealthy, a driver installed but not loaded, dcmi -8005, a stopped instance: each named on its
+    host, from what npu-smi and Docker say. The hosts are compared before and after the first run; the second runs
+    in check mode, as the doctor reads the same either way."""
+    dual, remapped = fleet[DUAL], fleet[REMAPPED]
+    profile, version = dual.read_text(PROFILE), remapped.read_text(DRIVER_VERSION)
+
+    def put(host, path, text):
+        host.exec("sh", "-c", "cat > %s" % path, input=text)
+
+    try:
+        unhealthy = json.loads(profile)
+        unhealthy["cards"][0].setdefault("chips", [{}, {}])
+        unhealthy["cards"][0]["chips"][-1]["health"] = "Alarm"
+        put(dual, PROFILE, json.dumps(unhealthy))
+        put(remapped, DRIVER_VERSION, re.sub(r"(?m)^Version=.*$", "Version=25.5.9", version))
+        before = {name: host_snapshot(fleet[name]) for name in (DUAL, REMAPPED)}
+        run, diagnosis = fleet.doctor()
+        assert run.rc == 0, run.stdout
+        assert_named(diagnosis, DUAL, "chip_unhealthy", "health Alarm")
+        assert_named(diagnosis, REMAPPED, "driver_not_loaded", "version.info says 25.5.9")
+        for name in (DUAL, REMAPPED):
+            assert written_since_snapshot(fleet[name]) == [], name
+            assert host_snapshot(fleet[name]) == before[name], name
+
+        put(dual, PROFILE, json.dumps(dict(json.loads(profile), failure="-8005")))
+        put(remapped, DRIVER_VERSION, version)
+        remapped.docker("stop", NAME)
+        run, diagnosis = fleet.doctor("--check")
+        assert run.rc == 0, run.stdout
+        assert_named(diagnosis, DUAL, "dcmi_8005", "ret is -8005")
+        assert_named(diagnosis, REMAPPED, "instance_stopped", "exited")
+    finally:
+        put(dual, PROFILE, profile)
+        put(remapped, DRIVER_VERSION, version)
+        remapped.docker("start", NAME)
+    wait_until(lambda: serves_now(fleet, REMAPPED), "%s serves again" % REMAPPED)

@@ -1,0 +1,32 @@
+"""The options of the modules that gather a host's NPU facts (module_utils/npu_gather.py's NPU_OPTIONS): npu_facts,
+fleet_doctor and support_bundle."""
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  npu_smi:
+    description:
+      - Path of npu-smi. By default it is looked up on C(PATH), then in C(/usr/local/bin) and C(/usr/local/sbin).
+    type: path
+  driver_home:
+    description: Folder of the installed Ascend driver (holds C(version.info) and C(lib64/)).
+    type: path
+    default: /usr/local/Ascend/driver
+  firmware_home:
+    description: Folder of the installed Ascend firmware (holds C(version.info)).
+    type: path
+    default: /usr/local/Ascend/firmware
+  install_info:
+    description: The driver installer's record of what it installed.
+    type: path
+    default: /etc/ascend_install.info
+  dev_dir:
+    description: Folder holding the C(davinciN) and manager device nodes.
+    type: path
+    default: /dev
+  timeout:
+    description: Seconds to wait for each npu-smi call (at least 1); a wedged driver can make npu-smi hang.
+    type: int
+    default: 60
+"""
