@@ -56,7 +56,8 @@ OTHER_CHIP_TAGS = {"v0.18.0rc1": "ascend910b1"}
 # Other builds of the 310P release, for the canary gate: one as fast (another image ID, the same timings) and one
 # whose kernels are 30 % slower, as new vllm-ascend images have been on 310P (vllm-ascend #7670, #17160).
 VARIANT_TAGS = {"v0.18.0rc1-310p-rebuilt": "LABEL ascend-vllm-fleet.twin.variant=rebuilt",
-                "v0.18.0rc1-310p-slower": "ENV VLLM_TWIN_SLOWDOWN=1.3"}
+                "v0.18.0rc1-310p-slower": "ENV VLLM_TWIN_SLOWDOWN=1.3",
+                "v0.18.0rc1-310p-much-slower": "ENV VLLM_TWIN_SLOWDOWN=1.6"}
 # The registry also serves the 310P tags under quay.io's own path, as a prefix-style mirror does
 # (m.daocloud.io/quay.io/ascend/vllm-ascend): <registry>/quay.io/ascend/vllm-ascend.
 PREFIX = "quay.io"
