@@ -106,10 +106,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend.fleet.plugins.module_utils.host_evidence import (
     EVIDENCE_OPTIONS,
     check_evidence_options,
-    container_state,
     gather,
-    inspect,
-    log_tail,
 )
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_gather import Gatherer, read_text
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
@@ -259,20 +256,19 @@ def add_docker(bundle, params):
     bundle.add_command("docker/info.txt", [docker, "info"])
 
 
-def add_instances(bundle, params, plan):
-    now = time.time()
-    for instance in plan["instances"] if plan else []:
+def add_instances(bundle, instances):
+    """Each instance's container and log as the evidence read them, and its rendered script."""
+    for instance in instances:
         folder = "instances/%s/" % instance["name"]
-        detail = inspect(params["docker"], instance["container"])
-        if detail is None:
-            bundle.missing[folder] = "no container %s" % instance["container"]
+        if instance["inspect"] is None:
+            bundle.missing[folder] = "no container %s" % instance["name"]
         else:
             # Without the environment: it holds the API key and whatever else the operator passed.
-            (detail.get("Config") or {}).pop("Env", None)
+            detail = dict(instance["inspect"], Config=dict(instance["inspect"].get("Config") or {}))
+            detail["Config"].pop("Env", None)
             bundle.add(folder + "inspect.json", json.dumps(detail, indent=2))
-            bundle.add(folder + "state.json", json.dumps(container_state(detail, now), indent=2))
-            bundle.add(folder + "log.txt", "\n".join(log_tail(params["docker"], instance["container"],
-                                                              params["log_lines"])) + "\n")
+            bundle.add(folder + "state.json", json.dumps(instance["container"], indent=2))
+            bundle.add(folder + "log.txt", "\n".join(instance["log"]) + "\n")
         bundle.add_file(folder + "script.sh", instance["script"])
 
 
@@ -321,7 +317,7 @@ def run(params, check_mode):
     add_npu(bundle, params)
     add_driver(bundle, params)
     add_docker(bundle, params)
-    add_instances(bundle, params, found["plan"])
+    add_instances(bundle, found["evidence"]["instances"])
     add_system(bundle, params, found["evidence"])
     if not check_mode:
         add_msnpureport(bundle, params)

@@ -144,10 +144,6 @@ def clip(line):
     return line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 3] + "..."
 
 
-def log_lines(instance):
-    return instance.get("log") or []
-
-
 def chip_unhealthy(evidence, instance, settings):
     return ["NPU %s chip %s health %s" % (chip.get("npu_id"), chip.get("chip_id"), chip.get("health"))
             for chip in evidence["npu"].get("chips", []) if chip.get("health") not in (None, "OK")]
@@ -283,7 +279,7 @@ def diagnose(evidence, settings):
             findings.append(finding(rule, None, signs))
             host_explained.update(rule.explains)
     for instance in evidence.get("instances", []):
-        lines = log_lines(instance)
+        lines = instance.get("log") or []
         found, known_indexes, explained = [], [], set(host_explained)
         for rule in (rule for rule in RULES if rule.scope == "instance"):
             kind, sign = rule.sign

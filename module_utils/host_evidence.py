@@ -111,12 +111,15 @@ def answers(client, model, mode):
 
 
 def instance_evidence(instance, served_name, params, now, runner=run_docker):
-    """What one planned instance shows: its container, log, /health, /v1/models with its own key, its answers."""
+    """What one planned instance shows: its container (`docker inspect` whole, and the state read from it), log,
+    /health, /v1/models with its own key, its answers."""
     found = {"name": instance["name"], "port": instance["port"], "env_file": instance.get("env_file"),
-             "container": None, "log": [], "health": {}, "models": {}, "answers": None}
+             "script": instance.get("script"), "inspect": None, "container": None, "log": [], "health": {},
+             "models": {}, "answers": None}
     detail = inspect(params["docker"], instance["container"], runner)
     if detail is None:
         return found
+    found["inspect"] = detail
     found["container"] = container_state(detail, now)
     found["log"] = log_tail(params["docker"], instance["container"], params["log_lines"], runner)
     base_url = "http://127.0.0.1:%d" % instance["port"]
