@@ -2,7 +2,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, ascend-vllm-fleet contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Ansible module instance_firewall: only the listed sources reach the vLLM instances' published ports."""
+"""Ansible module instance_firewall: only the listed sources reach the vLLM instances' published ports, or the
+host's own ports (its exporters)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,32 +12,61 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: instance_firewall
-short_description: Let only the listed sources reach the ports Docker publishes for the vLLM instances
+short_description: Let only the listed sources reach the vLLM instances' published ports or the host's exporters
 description:
   - vLLM 0.18's C(--api-key) guards only paths under C(/v1); an instance also answers C(POST /invocations) (a
     chat completion) and C(/tokenize) without the key. So an instance's port should be reachable only from the
     machines that must reach it, the gateways, and the host itself.
-  - Docker publishes a container's port with NAT rules that forward the traffic before the host's INPUT chain
-    sees it, so a rule there, or in a host firewall that only knows INPUT, does not hold. Docker's own
-    C(DOCKER-USER) chain is the place for it; this module keeps a chain of its own (C(chain)), jumped to first
-    from C(DOCKER-USER), that lets the C(sources) through to the C(ports) and answers any other source with a TCP
-    reset. Ports are matched as published (the connections Docker's publishing forwarded, by their original
-    destination port), whatever address the container has; a container's own connections out are left alone.
-  - The host's own processes always reach its instances (their connections are not forwarded), as do the
-    readiness checks and the benchmark, which run on it; another container on the host that connects to a
-    published port is a source like any other.
+  - The exporters on a host (the node exporter on 9100, the NPU collector on 8082, HAProxy's metrics port on a
+    gateway) take no key either; their C(/metrics) should be reachable only from the monitoring hosts and the
+    host itself. With C(hook=INPUT) this module guards such ports of the host's own processes.
+  - With C(hook=DOCKER-USER) (the default) it guards the ports Docker publishes. Docker publishes a container's
+    port with NAT rules that forward the traffic before the host's INPUT chain sees it, so a rule there, or in a
+    host firewall that only knows INPUT, does not hold. Docker's own C(DOCKER-USER) chain is the place for it;
+    this module keeps a chain of its own (C(chain)), jumped to first from C(DOCKER-USER), that lets the
+    C(sources) through to the C(ports) and answers any other source with a TCP reset. Ports are matched as
+    published (the connections Docker's publishing forwarded, by their original destination port), whatever
+    address the container has; a container's own connections out are left alone.
+  - With C(hook=DOCKER-USER), the host's own processes always reach its instances (their connections are not
+    forwarded), as do the readiness checks and the benchmark, which run on it; another container on the host
+    that connects to a published port is a source like any other.
+  - With C(hook=INPUT), the module's chain is jumped to first from the filter table's C(INPUT) chain and matches
+    the C(ports) by TCP destination port. Traffic on the loopback interface always passes (the host's own
+    processes, a Prometheus on the host among them, whichever of the host's addresses they connect to); the
+    C(sources) pass; any other source is answered with a TCP reset. A container on the host that connects to
+    the host's address is a source like any other.
+  - Passing means going back (C(RETURN)) to the chain that jumped to this one, so Docker's rules, or the host
+    firewall's rules in C(INPUT), still decide; this module only narrows what reaches the ports.
   - The rules are kept in C(rules_file) (C(iptables-restore) format). Where systemd runs, the unit in
-    C(unit_file), wanted by and ordered before C(docker.service), puts them back at every boot before the
-    engine starts a container.
+    C(unit_file) puts them back at every boot. With C(hook=DOCKER-USER) it is wanted by and ordered before
+    C(docker.service), so they hold before the engine starts a container. With C(hook=INPUT) it is wanted by
+    C(multi-user.target) and ordered before C(network-pre.target), so they hold before the network is up.
+  - Each hook's use keeps a chain, rules file and unit of its own (the defaults of C(chain), C(rules_file) and
+    C(unit_file) differ per hook), so the two uses never touch each other's rules. Give other values only
+    per hook, never the same ones for both; a chain the other hook jumps to is refused.
   - The chain is replaced whole, and only when its rules differ from the wanted ones; a second run changes
     nothing.
-  - With C(state=absent), the jump, the chain, the rules file and the unit are removed.
+  - With C(state=absent), the hook's jump, the chain, the rules file and the unit are removed.
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
 options:
+  hook:
+    description:
+      - The chain of the filter table that jumps to the module's chain.
+      - C(DOCKER-USER) guards the ports Docker publishes for the vLLM instances (matched by the original
+        destination port of the connections Docker forwarded).
+      - C(INPUT) guards ports the host's own processes listen on, such as its exporters (matched by TCP
+        destination port; the loopback interface always passes).
+    type: str
+    choices: [DOCKER-USER, INPUT]
+    default: DOCKER-USER
   ports:
-    description: The ports published on the host (each instance's port). Required with C(state=present).
+    description:
+      - The ports to guard. Required with C(state=present).
+      - With C(hook=DOCKER-USER), the ports published on the host (each instance's port).
+      - With C(hook=INPUT), the ports the host's own processes listen on (9100 for the node exporter, 8082 for
+        the NPU collector, HAProxy's metrics port on a gateway).
     type: list
     elements: int
     default: []
@@ -44,26 +74,32 @@ options:
     description:
       - The machines that may reach the ports, besides the host itself - IPv4 addresses, networks (C(10.0.0.0/24))
         or names the host resolves (to every IPv4 address they have). Required with C(state=present).
+      - The gateways for C(hook=DOCKER-USER); the monitoring hosts for C(hook=INPUT).
     type: list
     elements: str
     default: []
   state:
-    description: C(present) keeps the rules; C(absent) removes everything this module made.
+    description: C(present) keeps the rules; C(absent) removes everything this module made for the hook.
     type: str
     choices: [present, absent]
     default: present
   chain:
-    description: The module's own chain in the filter table.
+    description:
+      - The module's own chain in the filter table.
+      - Without it, C(ASCEND-FLEET) with C(hook=DOCKER-USER) and C(ASCEND-FLEET-HOST) with C(hook=INPUT).
     type: str
-    default: ASCEND-FLEET
   rules_file:
-    description: Where the rules are kept for the next boots.
+    description:
+      - Where the rules are kept for the next boots.
+      - Without it, C(/etc/ascend-fleet-firewall.rules) with C(hook=DOCKER-USER) and
+        C(/etc/ascend-fleet-host-firewall.rules) with C(hook=INPUT).
     type: path
-    default: /etc/ascend-fleet-firewall.rules
   unit_file:
-    description: The systemd unit that puts the rules back at boot (written only where systemd runs).
+    description:
+      - The systemd unit that puts the rules back at boot (written only where systemd runs).
+      - Without it, C(/etc/systemd/system/ascend-fleet-firewall.service) with C(hook=DOCKER-USER) and
+        C(/etc/systemd/system/ascend-fleet-host-firewall.service) with C(hook=INPUT).
     type: path
-    default: /etc/systemd/system/ascend-fleet-firewall.service
   iptables:
     description: The C(iptables) command (C(iptables-restore) is taken from the same folder).
     type: str
@@ -73,9 +109,12 @@ options:
     type: int
     default: 30
 notes:
-  - IPv4 only, as the instances are published on an IPv4 address (C(vllm_server_bind_address)).
-  - The Docker engine must manage iptables (its default). With C(iptables) false in C(daemon.json) it makes no
-    C(DOCKER-USER) chain and publishes ports through its userland proxy; the module fails, saying so.
+  - IPv4 only. The instances are published on an IPv4 address (C(vllm_server_bind_address)). With
+    C(hook=INPUT), a process that also listens on IPv6 (an exporter listening on C(:9100) does) is not guarded
+    there; bind it to an IPv4 address, or guard IPv6 another way.
+  - With C(hook=DOCKER-USER), the Docker engine must manage iptables (its default). With C(iptables) false in
+    C(daemon.json) it makes no C(DOCKER-USER) chain and publishes ports through its userland proxy; the module
+    fails, saying so.
   - firewalld reloads and C(iptables -F) remove the rules until the next run or boot.
 extends_documentation_fragment:
   - ascend.fleet.attributes
@@ -95,14 +134,32 @@ EXAMPLES = r"""
     ports: [8000, 8001]
     sources: [10.0.8.20, gw2.example.org]
 
-- name: Remove the rules
+- name: Only the monitoring hosts reach the exporters' /metrics (node exporter, NPU collector)
   ascend.fleet.instance_firewall:
+    hook: INPUT
+    ports: [9100, 8082]
+    sources: [10.0.9.5]
+    # The INPUT hook's own chain, rules file and unit (its defaults, written out), never the DOCKER-USER ones
+    chain: ASCEND-FLEET-HOST
+    rules_file: /etc/ascend-fleet-host-firewall.rules
+    unit_file: /etc/systemd/system/ascend-fleet-host-firewall.service
+
+- name: Remove the rules guarding the instances
+  ascend.fleet.instance_firewall:
+    state: absent
+
+- name: Remove the rules guarding the exporters (the INPUT hook's chain, rules file and unit only)
+  ascend.fleet.instance_firewall:
+    hook: INPUT
     state: absent
 """
 
 RETURN = r"""
 rules:
-  description: The chain's rules as C(iptables -S) prints them, wanted (with C(state=present)).
+  description:
+    - The chain's rules as C(iptables -S) prints them, wanted (with C(state=present)).
+    - With C(hook=INPUT), per port C(-A ASCEND-FLEET-HOST -i lo -p tcp -m tcp --dport 9100 -j RETURN), a
+      C(-s <network> ... -j RETURN) rule per source, then C(... -j REJECT --reject-with tcp-reset).
   returned: always
   type: list
   elements: str
@@ -132,10 +189,32 @@ from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import 
 from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import read_text, remove, write_atomically
 
 DOCKER_CHAIN = "DOCKER-USER"
+INPUT_CHAIN = "INPUT"
 SYSTEMD_RUNNING = "/run/systemd/system"  # what sd_booted() checks
-UNIT_WANTED_BY = "docker.service"
 # A chain name iptables takes: at most 28 characters, and no option-like or empty name.
 CHAIN_CHARACTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+# Chains the module must never own, as it flushes and deletes its chain: the hooks and the other built-in ones.
+NOT_OWNED = (DOCKER_CHAIN, INPUT_CHAIN, "FORWARD", "OUTPUT")
+
+# Per hook: the defaults of chain, rules_file and unit_file (apart, so that the two uses never touch each other's
+# rules), the unit that wants the boot unit, and the words the messages use for what is guarded and who reaches it.
+HOOKS = {
+    DOCKER_CHAIN: dict(
+        chain="ASCEND-FLEET", rules_file="/etc/ascend-fleet-firewall.rules",
+        unit_file="/etc/systemd/system/ascend-fleet-firewall.service", wanted_by="docker.service",
+        doing="guarding the instances' ports", guarded="the instances", ipv4="the instances are published on IPv4",
+        ports="the ports the instances are published on", ports_fix="give the serving plan's ports",
+        peer="the gateway", peers="the gateways", listed=" in vllm_server_allowed_sources",
+        listed_as=" (vllm_server_allowed_sources)", open="set vllm_server_firewall false"),
+    INPUT_CHAIN: dict(
+        chain="ASCEND-FLEET-HOST", rules_file="/etc/ascend-fleet-host-firewall.rules",
+        unit_file="/etc/systemd/system/ascend-fleet-host-firewall.service", wanted_by="multi-user.target",
+        doing="guarding the host's own ports", guarded="the host's exporters",
+        ipv4="these rules guard IPv4 only", ports="the ports the host's own processes listen on (its exporters')",
+        ports_fix="give them (9100 for the node exporter, 8082 for the NPU collector)", peer="the monitoring host",
+        peers="the monitoring hosts", listed=" in host_exporters_allowed_sources",
+        listed_as=" (host_exporters_allowed_sources)", open="set host_exporters_firewall false (state absent)"),
+}
 
 
 class Iptables:
@@ -144,9 +223,9 @@ class Iptables:
     def __init__(self, command, timeout):
         self.command = shutil.which(command, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
         if not self.command:
-            raise OptionError("iptables %r: no such command. Expected the iptables command, which Docker's engine "
-                              "uses for its own rules. Fix: install iptables, or set the iptables option to its "
-                              "path" % command)
+            raise OptionError("iptables %r: no such command. Expected the iptables command (on a Docker host, the one "
+                              "its engine uses for its own rules). Fix: install iptables, or set the iptables option "
+                              "to its path" % command)
         self.restore = os.path.join(os.path.dirname(self.command), os.path.basename(self.command) + "-restore")
         self.timeout = timeout
 
@@ -166,8 +245,8 @@ class Iptables:
         code, out, err = self.run(*args, stdin=stdin, command=command)
         if code != 0:
             called = "%s %s" % (os.path.basename(command or self.command), " ".join(args))
-            raise OptionError("%s failed: %s. Fix: run it on the host to see why (a kernel without the conntrack "
-                              "match, another firewall holding the table), then run again"
+            raise OptionError("%s failed: %s. Fix: run it on the host to see why (a kernel without the conntrack or "
+                              "tcp match, another firewall holding the table), then run again"
                               % (called, err[:500] or "exit code %s" % code))
         return out
 
@@ -178,15 +257,19 @@ class Iptables:
             return None
         return [line for line in out.splitlines() if line.startswith("-A ")]
 
-    def jumps_first(self, chain):
-        """Whether DOCKER-USER's first rule jumps to chain; None when DOCKER-USER does not exist."""
-        rules = self.chain_rules(DOCKER_CHAIN)
+    def jumps_first(self, hook, chain):
+        """Whether the hook's first rule jumps to chain; None when the hook (DOCKER-USER) does not exist. INPUT
+        always exists: an iptables that cannot list it fails here, saying why."""
+        if hook == INPUT_CHAIN:
+            rules = [line for line in self.must("-S", hook).splitlines() if line.startswith("-A ")]
+        else:
+            rules = self.chain_rules(hook)
         if rules is None:
             return None
-        return bool(rules) and rules[0] == "-A %s -j %s" % (DOCKER_CHAIN, chain)
+        return bool(rules) and rules[0] == "-A %s -j %s" % (hook, chain)
 
 
-def resolve(sources):
+def resolve(sources, words):
     """Every source as IPv4 networks, names resolved by this host (as its packets will come)."""
     networks = []
     for source in sources:
@@ -197,69 +280,103 @@ def resolve(sources):
             network = None
         if network is not None:
             if network.prefixlen == 0:
-                raise OptionError("sources: %r is every address; expected the machines that may reach the instances. "
-                                  "Fix: set vllm_server_firewall false to leave the ports open to every address"
-                                  % text)
+                raise OptionError("sources: %(source)r is every address; expected the machines that may reach "
+                                  "%(guarded)s. Fix: %(open)s to leave the ports open to every address"
+                                  % dict(words, source=text))
             if network.version != 4:
-                raise OptionError("sources: %r is IPv6; expected IPv4 addresses or networks, as the instances are "
-                                  "published on IPv4. Fix: list the gateway's IPv4 address" % text)
+                raise OptionError("sources: %(source)r is IPv6; expected IPv4 addresses or networks, as %(ipv4)s. "
+                                  "Fix: list %(peer)s's IPv4 address" % dict(words, source=text))
             found = [network]
         else:
             try:
                 found = sorted({ipaddress.ip_network(info[4][0]) for info in
                                 socket.getaddrinfo(text, None, socket.AF_INET, socket.SOCK_STREAM)})
             except (socket.gaierror, UnicodeError, ValueError) as error:
-                raise OptionError("sources: %r is no IPv4 address or network, and this host cannot resolve it (%s). "
-                                  "Fix: list the gateway's address (vllm_server_allowed_sources), or add its name "
-                                  "to the host's DNS or /etc/hosts" % (text[:200], error)) from None
+                raise OptionError("sources: %(source)r is no IPv4 address or network, and this host cannot resolve it "
+                                  "(%(error)s). Fix: list %(peer)s's address%(listed_as)s, or add its name to the "
+                                  "host's DNS or /etc/hosts" % dict(words, source=text[:200], error=error)) from None
         networks += [str(item) for item in found if str(item) not in networks]
     return networks
 
 
-def wanted_rules(chain, ports, networks):
+def wanted_rules(hook, chain, ports, networks):
     """The chain's rules in the form iptables -S prints them: for each port, each source let through (RETURN goes
-    on to Docker's rules), then any other source reset. --ctstate DNAT: only connections Docker's publishing
-    forwarded to a container (a container's own connection out to another host's port 8000 is not one);
-    --ctdir ORIGINAL: the answers going back are left alone."""
+    on to the rules after the hook's jump), then any other source reset.
+
+    Hook DOCKER-USER: --ctstate DNAT, only connections Docker's publishing forwarded to a container (a container's
+    own connection out to another host's port 8000 is not one); --ctdir ORIGINAL, the answers going back are left
+    alone. Hook INPUT: the port the host's own process listens on; the loopback interface first, as the host's
+    connections to any of its own addresses come in on it (a Prometheus on the host scraping its exporters)."""
     rules = []
     for port in ports:
-        match = "-p tcp -m conntrack --ctstate DNAT --ctorigdstport %d --ctdir ORIGINAL" % port
+        if hook == DOCKER_CHAIN:
+            match = "-p tcp -m conntrack --ctstate DNAT --ctorigdstport %d --ctdir ORIGINAL" % port
+        else:
+            match = "-p tcp -m tcp --dport %d" % port
+            rules.append("-A %s -i lo %s -j RETURN" % (chain, match))
         rules += ["-A %s -s %s %s -j RETURN" % (chain, network, match) for network in networks]
         rules.append("-A %s %s -j REJECT --reject-with tcp-reset" % (chain, match))
     return rules
 
 
-def rules_file_text(chain, rules):
+def rules_file_text(hook, chain, rules):
+    guarded = "the vLLM instances' ports" if hook == DOCKER_CHAIN else "the host's own ports (hook INPUT)"
     return "".join([
-        "# ascend.fleet.instance_firewall: only these sources reach the vLLM instances' ports. Applied with\n",
+        "# ascend.fleet.instance_firewall: only these sources reach %s. Applied with\n" % guarded,
         "# iptables-restore --noflush, which replaces this chain only.\n",
         "*filter\n", ":%s - [0:0]\n" % chain] + [rule + "\n" for rule in rules] + ["COMMIT\n"])
 
 
-def unit_text(iptables, chain, rules_file):
-    # Ordered before the engine, which starts the containers: no instance is published before its rules hold.
+def boot_script(iptables, hook, chain, rules_file):
+    """The unit's command: the chain's rules restored, then the one jump to it put first unless it is there."""
     # DOCKER-USER is made if the engine has not made it yet; the engine keeps a chain of that name it finds.
-    wait = "-w 30"
-    script = ("{ipt} {w} -N {docker} 2>/dev/null; {restore} {w} --noflush {rules} && "
-              "{{ {ipt} {w} -C {docker} -j {chain} 2>/dev/null || {ipt} {w} -I {docker} 1 -j {chain}; }}").format(
-                  ipt=iptables.command, restore=iptables.restore, w=wait, docker=DOCKER_CHAIN, rules=rules_file,
-                  chain=chain)
+    make_hook = "{ipt} {w} -N {hook} 2>/dev/null; " if hook == DOCKER_CHAIN else ""
+    return (make_hook + "{restore} {w} --noflush {rules} && "
+            "{{ {ipt} {w} -C {hook} -j {chain} 2>/dev/null || {ipt} {w} -I {hook} 1 -j {chain}; }}").format(
+                ipt=iptables.command, restore=iptables.restore, w="-w 30", hook=hook, rules=rules_file, chain=chain)
+
+
+def unit_text(iptables, hook, chain, rules_file):
+    script = boot_script(iptables, hook, chain, rules_file)
+    if hook == INPUT_CHAIN:
+        return input_unit_text(chain, script)
+    # Ordered before the engine, which starts the containers: no instance is published before its rules hold.
     return "".join([
         "# ascend.fleet.instance_firewall: only the listed sources reach the vLLM instances' ports.\n",
         "[Unit]\n",
         "Description=Only the fleet's gateways reach the vLLM instances (%s)\n" % chain,
-        "Before=%s\n" % UNIT_WANTED_BY,
+        "Before=%s\n" % HOOKS[DOCKER_CHAIN]["wanted_by"],
         # firewalld (iptables backend) flushes the tables when it starts: the rules go in after it.
         "After=firewalld.service\n",
         "\n[Service]\n", "Type=oneshot\n", "RemainAfterExit=yes\n",
         "ExecStart=/bin/sh -c '%s'\n" % script,
-        "\n[Install]\n", "WantedBy=%s\n" % UNIT_WANTED_BY])
+        "\n[Install]\n", "WantedBy=%s\n" % HOOKS[DOCKER_CHAIN]["wanted_by"]])
+
+
+def input_unit_text(chain, script):
+    return "".join([
+        "# ascend.fleet.instance_firewall: only the listed sources reach the host's own ports (its exporters).\n",
+        "[Unit]\n",
+        "Description=Only the listed sources reach the host's own ports (%s)\n" % chain,
+        # Before the network is configured, so no port is reachable unguarded. Without the default dependencies
+        # (which would order it after sysinit.target): a host whose sysinit.target waits for the network (cloud-init
+        # does) would otherwise have an ordering cycle through network-pre.target.
+        "DefaultDependencies=no\n",
+        "Wants=network-pre.target\n",
+        "Before=network-pre.target shutdown.target\n",
+        # firewalld (iptables backend) flushes the tables when it starts: the rules go in after it. The rules file
+        # and iptables must be mounted, and the netfilter modules the system loads at boot loaded.
+        "After=local-fs.target systemd-modules-load.service firewalld.service\n",
+        "Conflicts=shutdown.target\n",
+        "\n[Service]\n", "Type=oneshot\n", "RemainAfterExit=yes\n",
+        "ExecStart=/bin/sh -c '%s'\n" % script,
+        "\n[Install]\n", "WantedBy=%s\n" % HOOKS[INPUT_CHAIN]["wanted_by"]])
 
 
 class Firewall:
     def __init__(self, params, check_mode):
         self.params, self.check_mode = params, check_mode
-        self.chain = params["chain"]
+        self.hook, self.chain = params["hook"], params["chain"]
         try:
             self.iptables = Iptables(params["iptables"], params["timeout"])
         except OptionError:
@@ -267,7 +384,7 @@ class Firewall:
                 raise
             self.iptables = None  # a host without iptables holds no rules to remove
         self.systemd = os.path.isdir(SYSTEMD_RUNNING)
-        self.link = os.path.join(os.path.dirname(params["unit_file"]), UNIT_WANTED_BY + ".wants",
+        self.link = os.path.join(os.path.dirname(params["unit_file"]), HOOKS[self.hook]["wanted_by"] + ".wants",
                                  os.path.basename(params["unit_file"]))
         self.changed = False
 
@@ -276,8 +393,19 @@ class Firewall:
         if not self.check_mode:
             action(*args, **kwargs)
 
+    def refuse_the_other_hooks_chain(self):
+        """Each hook's use keeps a chain of its own: one jumped to from the other hook holds that use's rules, which
+        this run would replace or remove."""
+        other = INPUT_CHAIN if self.hook == DOCKER_CHAIN else DOCKER_CHAIN
+        if self.iptables and self.iptables.run("-C", other, "-j", self.chain)[0] == 0:
+            raise OptionError("chain: %s is the chain %s jumps to, the rules of this module's other use (hook %s); "
+                              "expected a chain of hook %s's own. Fix: leave chain, rules_file and unit_file out "
+                              "(each hook has defaults of its own), or give ones the other use does not have"
+                              % (self.chain, other, other, self.hook))
+
     def present(self, rules):
-        first = self.iptables.jumps_first(self.chain)
+        self.refuse_the_other_hooks_chain()
+        first = self.iptables.jumps_first(self.hook, self.chain)
         if first is None and self.check_mode:
             self.changed = True  # a host whose engine a check run did not start yet: the rules would be made
             return
@@ -288,25 +416,26 @@ class Firewall:
                               "Fix: let Docker manage iptables (remove \"iptables\": false) and restart it, point "
                               "the iptables option at the engine's iptables, or set vllm_server_firewall false and "
                               "guard the ports another way" % DOCKER_CHAIN)
-        text = rules_file_text(self.chain, rules)
+        text = rules_file_text(self.hook, self.chain, rules)
         if self.iptables.chain_rules(self.chain) != rules:
             self.change(self.iptables.must, "--noflush", stdin=text, command=self.iptables.restore)
         if not first:
             # A jump elsewhere in the chain (someone moved it) is taken out, so there is exactly one, first.
-            while self.iptables.run("-C", DOCKER_CHAIN, "-j", self.chain)[0] == 0 and not self.check_mode:
-                self.iptables.must("-D", DOCKER_CHAIN, "-j", self.chain)
-            self.change(self.iptables.must, "-I", DOCKER_CHAIN, "1", "-j", self.chain)
+            while self.iptables.run("-C", self.hook, "-j", self.chain)[0] == 0 and not self.check_mode:
+                self.iptables.must("-D", self.hook, "-j", self.chain)
+            self.change(self.iptables.must, "-I", self.hook, "1", "-j", self.chain)
         if read_text(self.params["rules_file"], None) != text:
             self.change(self.write, self.params["rules_file"], text)
         if self.systemd:
-            unit = unit_text(self.iptables, self.chain, self.params["rules_file"])
+            unit = unit_text(self.iptables, self.hook, self.chain, self.params["rules_file"])
             if read_text(self.params["unit_file"], None) != unit or os.path.realpath(self.link) != os.path.realpath(
                     self.params["unit_file"]) or not os.path.islink(self.link):
                 self.change(self.install_unit, unit)
 
     def absent(self):
-        while self.iptables and self.iptables.run("-C", DOCKER_CHAIN, "-j", self.chain)[0] == 0:
-            self.change(self.iptables.must, "-D", DOCKER_CHAIN, "-j", self.chain)
+        self.refuse_the_other_hooks_chain()
+        while self.iptables and self.iptables.run("-C", self.hook, "-j", self.chain)[0] == 0:
+            self.change(self.iptables.must, "-D", self.hook, "-j", self.chain)
             if self.check_mode:
                 break
         if self.iptables and self.iptables.chain_rules(self.chain) is not None:
@@ -343,23 +472,24 @@ class Firewall:
 
 
 def check_options(params):
-    chain = params["chain"]
+    chain, words = params["chain"], HOOKS[params["hook"]]
     if not chain or len(chain) > 28 or chain.startswith("-") or not set(chain) <= CHAIN_CHARACTERS or \
-            chain == DOCKER_CHAIN:
+            chain in NOT_OWNED:
         raise OptionError("chain: %r is no chain name this module can own; expected letters, digits, - and _, at "
-                          "most 28 characters, not %s. Fix: keep the default, ASCEND-FLEET" % (chain, DOCKER_CHAIN))
+                          "most 28 characters, not %s or a built-in chain (%s). Fix: leave it out (%s with hook %s, "
+                          "%s with hook %s)" % (chain, DOCKER_CHAIN, ", ".join(NOT_OWNED[1:]),
+                                                HOOKS[DOCKER_CHAIN]["chain"], DOCKER_CHAIN,
+                                                HOOKS[INPUT_CHAIN]["chain"], INPUT_CHAIN))
     if params["state"] == "present":
         if not params["ports"]:
-            raise OptionError("ports: empty; expected the ports the instances are published on. Fix: give the serving "
-                              "plan's ports, or state absent to remove the rules")
+            raise OptionError("ports: empty; expected %(ports)s. Fix: %(ports_fix)s, or state absent to remove the "
+                              "rules" % words)
         bad = [port for port in params["ports"] if not 1 <= port <= 65535]
         if bad:
-            raise OptionError("ports: %s out of 1-65535. Fix: give the ports the instances are published on"
-                              % ", ".join(map(str, bad)))
+            raise OptionError("ports: %s out of 1-65535. Fix: give %s" % (", ".join(map(str, bad)), words["ports"]))
         if not params["sources"]:
-            raise OptionError("sources: empty; expected the addresses that may reach the instances (the gateways'). "
-                              "Fix: list them in vllm_server_allowed_sources, or set vllm_server_firewall false to "
-                              "leave the ports open to every address")
+            raise OptionError("sources: empty; expected the addresses that may reach %(guarded)s (%(peers)s'). Fix: "
+                              "list them%(listed)s, or %(open)s to leave the ports open to every address" % words)
     if params["timeout"] < 1:
         raise OptionError("timeout: %s; expected at least 1 second. Fix: give the seconds each iptables call may "
                           "take (30 by default)" % params["timeout"])
@@ -368,32 +498,38 @@ def check_options(params):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            hook=dict(type="str", choices=[DOCKER_CHAIN, INPUT_CHAIN], default=DOCKER_CHAIN),
             ports=dict(type="list", elements="int", default=[]),
             sources=dict(type="list", elements="str", default=[]),
             state=dict(type="str", choices=["present", "absent"], default="present"),
-            chain=dict(type="str", default="ASCEND-FLEET"),
-            rules_file=dict(type="path", default="/etc/ascend-fleet-firewall.rules"),
-            unit_file=dict(type="path", default="/etc/systemd/system/ascend-fleet-firewall.service"),
+            # Defaults per hook (HOOKS), filled in below.
+            chain=dict(type="str"),
+            rules_file=dict(type="path"),
+            unit_file=dict(type="path"),
             iptables=dict(type="str", default="iptables"),
             timeout=dict(type="int", default=30),
         ),
         supports_check_mode=True,
     )
     params = module.params
+    words = HOOKS[params["hook"]]
+    for option in ("chain", "rules_file", "unit_file"):
+        if params[option] is None:
+            params[option] = words[option]
     rules, networks = [], []
     try:
         check_options(params)
         firewall = Firewall(params, module.check_mode)
         if params["state"] == "present":
-            networks = resolve(params["sources"])
-            rules = wanted_rules(params["chain"], sorted(set(params["ports"])), networks)
+            networks = resolve(params["sources"], words)
+            rules = wanted_rules(params["hook"], params["chain"], sorted(set(params["ports"])), networks)
             firewall.present(rules)
         else:
             firewall.absent()
     except OptionError as error:
         module.fail_json(msg=str(error))
     except Exception as error:  # anything unforeseen still says what was being done, not a traceback
-        module.fail_json(msg=unexpected_failure("guarding the instances' ports", error))
+        module.fail_json(msg=unexpected_failure(words["doing"], error))
     module.exit_json(changed=firewall.changed, rules=rules, sources=networks,
                      persisted=firewall.systemd and params["state"] == "present")
 

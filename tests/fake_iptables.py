@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """iptables and iptables-restore (called by that name) for the tests of library/instance_firewall.py: the filter
 table's chains kept in the JSON file $FAKE_IPTABLES_STATE ({chain: [rule, ...]}, rules as iptables -S prints them
-without "-A <chain> "), with iptables' exit codes: 1 for a rule or chain that is not there."""
+without "-A <chain> "), with iptables' exit codes: 1 for a rule or chain that is not there. The built-in chains
+always exist, as in the kernel's filter table; the file lists one only while it holds rules."""
 import json
 import os
 import sys
 
 STATE = os.environ["FAKE_IPTABLES_STATE"]
+BUILT_IN = ("INPUT", "FORWARD", "OUTPUT")
 
 
 def load():
@@ -19,7 +21,7 @@ def load():
 
 def save(chains):
     with open(STATE, "w") as handle:
-        json.dump(chains, handle)
+        json.dump({chain: rules for chain, rules in chains.items() if rules or chain not in BUILT_IN}, handle)
 
 
 def restore(chains, args):
@@ -35,15 +37,20 @@ def restore(chains, args):
 
 def iptables(chains, args):
     command, chain, rest = args[0], args[1], args[2:]
+    if chain in BUILT_IN:
+        chains.setdefault(chain, [])
     if command == "-N":
         if chain in chains:
             return 1
         chains[chain] = []
+    elif command == "-X" and chain in BUILT_IN:
+        print("iptables: Can't delete built-in chain.", file=sys.stderr)
+        return 1
     elif chain not in chains:
         print("iptables: No chain/target/match by that name.", file=sys.stderr)
         return 1
     elif command == "-S":
-        print("-N %s" % chain)
+        print(("-P %s ACCEPT" if chain in BUILT_IN else "-N %s") % chain)
         for rule in chains[chain]:
             print("-A %s %s" % (chain, rule))
     elif command == "-C":

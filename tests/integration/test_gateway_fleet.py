@@ -1,5 +1,7 @@
 """One endpoint for the fleet: HAProxy on the gateway host serves every instance of the serving plans, routes
-around an instance that stops within its health checks, and a rolling replacement fails no user request."""
+around an instance that stops within its health checks, and a rolling replacement fails no user request. The same
+host watches the fleet (the `monitoring` group): Prometheus scrapes every instance, the gateway and every host's
+exporters, each dashboard query returns data, and injected faults fire their alerts and resolve."""
 import csv
 import io
 import json
@@ -8,6 +10,7 @@ import time
 
 import pytest
 import requests
+from monitoring_queries import dashboard_queries
 
 from ansible_collections.ascend.fleet.plugins.module_utils import png_images
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
@@ -28,13 +31,19 @@ PORT = 8080
 BACKEND = "vllm_instances"
 # The role's health checks: every 2 s, 3 failures take a server out.
 CHECK_INTERVAL_S, CHECK_FALL = 2, 3
+# The twin's monitoring settings (inventory/twin/group_vars): every 5 s a scrape, an evaluation and an npu-smi
+# reading; Prometheus on the gateway, at the package's port.
+SCRAPE_S = EVALUATION_S = NPU_READING_S = 5
+PROMETHEUS_PORT = 9090
+NPU_PROFILE = "/usr/local/dcmi/npu-smi-twin.json"  # the npu-smi emulator's host profile (tests/twin/npu_smi.py)
 STATS = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
          "s.sendall(b'show stat\\n'); print(s.makefile().read())")
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    fleet = PlayFleet(tmp_path_factory.mktemp("gateway"), {HOST_A: "duo2", HOST_B: "duo2", GATEWAY: "gateway"})
+    fleet = PlayFleet(tmp_path_factory.mktemp("gateway"),
+                      {HOST_A: "duo2", HOST_B: "duo2", GATEWAY: "gateway_monitoring"})
     run = fleet.play()
     assert run.rc == 0, run.stdout
     yield fleet
@@ -88,6 +97,100 @@ def test_the_gateway_serves_every_instance_of_the_plans_with_the_key(fleet):
     assert all(status == "UP" and total > 0 for status, total, _ in served.values()), served
     status, _ = Client(url, None, 30).call("GET", "/v1/models")
     assert status == 401, "the key passes through: without it the instances refuse"
+
+
+def prometheus(fleet, path, **params):
+    answer = requests.get(fleet[GATEWAY].url(PROMETHEUS_PORT) + "/api/v1/" + path, params=params, timeout=30)
+    answer.raise_for_status()
+    return answer.json()["data"]
+
+
+def firing(fleet):
+    """{(alert name, host)} of the alerts firing now."""
+    alerts = prometheus(fleet, "alerts")["alerts"]
+    return {(alert["labels"]["alertname"], alert["labels"].get("host")) for alert in alerts
+            if alert["state"] == "firing"}
+
+
+def wait_until(condition, what, timeout):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "%s: not within %d s" % (what, timeout)
+        time.sleep(0.5)
+    return time.monotonic()
+
+
+def test_prometheus_scrapes_every_instance_gateway_and_exporter_and_every_dashboard_query_returns_data(fleet):
+    expected = {("vllm", HOST_A), ("vllm", HOST_B), ("vllm_health", HOST_A), ("vllm_health", HOST_B),
+                ("node", HOST_A), ("node", HOST_B), ("node", GATEWAY), ("npu", HOST_A), ("npu", HOST_B),
+                ("gateway", GATEWAY), ("prometheus", GATEWAY)}
+
+    def targets():
+        return {(target["labels"]["job"], target["labels"]["host"]): target["health"]
+                for target in prometheus(fleet, "targets")["activeTargets"]}
+    wait_until(lambda: targets() == dict.fromkeys(expected, "up"), "every target up (%s)" % targets(), 60)
+    # Traffic for the latency and throughput panels, then two scrapes for their rates.
+    with Users(fleet[GATEWAY].url(PORT), fleet.api_key(), 4) as users:
+        time.sleep(2 * SCRAPE_S + 1)
+    assert users.results and not [r.error for r in users.results if r.error]
+    time.sleep(SCRAPE_S + 1)
+    empty = [(uid, title, expr) for uid, title, expr in dashboard_queries()
+             if not prometheus(fleet, "query", query=expr)["result"]]
+    assert empty == [], "dashboard queries with no data:\n" + "\n".join(map(str, empty))
+    # /metrics carries no key: the exporters answer the monitoring host, and refuse this machine.
+    for port in (9100, 8082):
+        url = "%s/metrics" % fleet[HOST_A].url(port)
+        assert fleet[GATEWAY].exec("python3", "-c", "import urllib.request, sys; print(urllib.request.urlopen("
+                                   "sys.argv[1], timeout=10).status)", url).stdout.strip() == "200"
+        with pytest.raises(requests.ConnectionError):
+            requests.get(url, timeout=10)
+
+
+def test_a_second_site_run_changes_nothing_monitoring_included(fleet):
+    run = fleet.play()
+    assert run.rc == 0 and run.changed() == 0, run.stdout
+
+
+def test_a_sick_chip_a_killed_instance_and_a_dead_engine_fire_their_alerts_and_resolve(fleet):
+    """Each fault fires its alert within two scrape-and-evaluation intervals of being seen (the chip's, of its
+    npu-smi reading) and resolves once mended. The instances are kept down for the test (no restart): Docker
+    restarts a crashed one in seconds, which the restart alert counts."""
+    bound = 2 * (SCRAPE_S + EVALUATION_S)
+    profile = fleet[HOST_A].read_text(NPU_PROFILE)
+    sick = json.loads(profile)
+    sick["cards"][0].setdefault("chips", [{}, {}])
+    sick["cards"][0]["chips"][-1]["health"] = "Alarm"
+    for host in (HOST_A, HOST_B):
+        fleet[host].docker("update", "--restart=no", NAME)
+    try:
+        fleet[HOST_A].exec("sh", "-c", "cat > %s" % NPU_PROFILE, input=json.dumps(sick))
+        faults = {("NpuChipUnhealthy", HOST_A): (time.monotonic(), bound + NPU_READING_S)}
+        fleet[HOST_B].docker("kill", NAME)
+        faults[("VllmInstanceDown", HOST_B)] = (time.monotonic(), bound)
+        # vLLM's EngineCore process killed: /health answers 503 until its watchdog stops the server.
+        fleet[HOST_A].docker("kill", "--signal", "USR1", NAME)
+        faults[("VllmEngineDead", HOST_A)] = (time.monotonic(), bound)
+        fired = {}
+        while set(faults) - set(fired) and time.monotonic() - min(start for start, _ in faults.values()) < 120:
+            now = firing(fleet)
+            fired.update((alert, time.monotonic()) for alert in faults if alert in now and alert not in fired)
+            time.sleep(0.5)
+        late = {alert: round(fired.get(alert, float("inf")) - start, 1) for alert, (start, within) in faults.items()
+                if fired.get(alert, float("inf")) - start > within + 1}  # + the polling's second
+        assert late == {}, "alerts fired late or never (s after the fault): %s; firing: %s" % (late, firing(fleet))
+        # With no instance serving, the gateway has no backend left.
+        wait_until(lambda: ("GatewayNoHealthyBackend", GATEWAY) in firing(fleet), "the gateway's alert", 60)
+    finally:
+        fleet[HOST_A].exec("sh", "-c", "cat > %s" % NPU_PROFILE, input=profile)
+        for host in (HOST_A, HOST_B):
+            fleet[host].docker("update", "--restart=unless-stopped", NAME)
+            fleet[host].docker("start", NAME)
+    wait_until(lambda: not {alert for alert in firing(fleet) if alert[0] != "VllmRestarting"},
+               "every alert resolved (firing: %s)" % firing(fleet), 120)
+    deadline = time.monotonic() + 60
+    while servers(fleet)["%s:%s" % (HOST_A, NAME)][0] != "UP" or servers(fleet)["%s:%s" % (HOST_B, NAME)][0] != "UP":
+        assert time.monotonic() < deadline, servers(fleet)
+        time.sleep(0.5)
 
 
 # An HTTP POST from a twin host, with the status it got, or the error that stopped it.

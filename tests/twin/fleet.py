@@ -303,10 +303,12 @@ class Fleet:
                 continue
             groups.setdefault(host.group, {})[name] = dict(
                 {"ansible_host": addresses[name], "twin_profile": host.profile_name}, **(overrides or {}).get(name, {}))
+            if host.profile.get("monitoring"):
+                groups.setdefault("monitoring", {})[name] = {}
         connection = {"ansible_user": USER, "ansible_ssh_private_key_file": str(self.key),
                       "ansible_ssh_common_args": "-o UserKnownHostsFile=%s" % self.known_hosts}
         return {"all": {"children": {group: {"hosts": groups[group], "vars": connection}
-                                     for group in ("ascend", "gateway") if group in groups}}}
+                                     for group in ("ascend", "gateway", "monitoring") if group in groups}}}
 
     def remove_hosts(self, names):
         for name in names:

@@ -81,8 +81,10 @@ ROOTS = {
     # make, gcc, dkms, pciutils, net-tools: the NPU driver's build dependencies (the ascend_driver role checks
     # them; tests/twin/host/Dockerfile adds the running kernel's headers as a placeholder package).
     # systemd-standalone-tmpfiles: what systemd runs at boot to apply /etc/tmpfiles.d (init.sh runs it at each boot).
+    # prometheus*: what the monitoring and host_exporters roles install, from the site's mirror as haproxy.
     "host": ["python3", "openssh-server", "sudo", "docker.io", "iptables", "iproute2", "ca-certificates", "procps",
-             "haproxy", "make", "gcc", "dkms", "pciutils", "net-tools", "systemd-standalone-tmpfiles"],
+             "haproxy", "make", "gcc", "dkms", "pciutils", "net-tools", "systemd-standalone-tmpfiles",
+             "prometheus", "prometheus-alertmanager", "prometheus-blackbox-exporter", "prometheus-node-exporter"],
 }
 BASE_REPOSITORY = "ascend-vllm-fleet-twin/debian-"
 # The registry's port on the twin network, where hosts reach it as fleet.REGISTRY_NAME (the inventory's mirror).
@@ -141,7 +143,7 @@ def demo_hosts(count, aarch64=0):
     `aarch64` of them Kunpeng hosts, and twin-gw, the gateway in front of them."""
     hosts = {"twin-%02d" % (index + 1): DEMO_PROFILES[index % len(DEMO_PROFILES)] if index < count - aarch64
              else DEMO_AARCH64_PROFILE for index in range(count)}
-    hosts[DEMO_GATEWAY] = "gateway"
+    hosts[DEMO_GATEWAY] = "gateway_monitoring"
     return hosts
 
 

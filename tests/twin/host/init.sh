@@ -101,6 +101,14 @@ start_services() {
   mkdir -p /run/sshd
   service ssh start >/dev/null
   service docker start >/dev/null
+  # Then what is enabled for the default runlevel, as a sysvinit boot starts it: the services the roles enable
+  # (the exporters, Prometheus) come back after a reboot only if they were enabled.
+  for script in /etc/rc2.d/S*; do
+    case "$script" in
+      *ssh|*docker) ;;
+      *) [ -x "$script" ] && "$script" start >/dev/null 2>&1 || true ;;
+    esac
+  done
 }
 
 reboot_host() {

@@ -33,10 +33,11 @@ SEED_MODEL = LatencyModel()
 class Sequence:
     """One request inside the scheduler."""
 
-    __slots__ = ("key", "prompt_tokens", "output_tokens", "prefilled", "emitted", "finish_reason")
+    __slots__ = ("key", "prompt_tokens", "output_tokens", "prefilled", "emitted", "finish_reason", "arrived_s")
 
-    def __init__(self, key, prompt_tokens, output_tokens, finish_reason="length"):
+    def __init__(self, key, prompt_tokens, output_tokens, finish_reason="length", arrived_s=None):
         self.key = key
+        self.arrived_s = arrived_s  # wall-clock time the engine got it: where vLLM's TTFT and e2e latency start
         self.finish_reason = finish_reason  # how it ends after output_tokens: length, stop or error
         self.prompt_tokens = prompt_tokens
         self.output_tokens = max(1, output_tokens)

@@ -40,7 +40,14 @@ A dead engine fails as vLLM 0.18's does: every request in flight, and every one 
 ``{"error": {"message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
 "type": "InternalServerError", ...}}``, or, when streaming (status 200 already sent), that error object as the
 last ``data:`` event before ``data: [DONE]``; ``/health`` answers 503; then the API server shuts down and the
-process exits 1, so the container's restart policy starts it again (and the model loads again).
+process exits 1, so the container's restart policy starts it again (and the model loads again). SIGUSR1 to the
+server kills its engine that way too, as the OOM killer's or an operator's kill of vLLM's EngineCore process does.
+
+``/metrics`` has a few of vLLM 0.18's series, named, typed and labelled as vLLM names them (engine="0",
+model_name=<first served name>): the scheduler's running and waiting requests and KV-cache use, token and
+finished-request counters, the histograms of time to first token and of end-to-end latency (vLLM's buckets,
+observed when the engine emits a request's first and last token, from when the engine got the request), and
+the process's resident memory and start time, as prometheus_client's process collector reads them from /proc.
 
 ``--api-key`` (or ``VLLM_API_KEY``) guards every path that starts with ``/v1`` as vLLM's
 AuthenticationMiddleware does: ``Authorization: Bearer <key>``, scheme in any case, else 401
@@ -48,11 +55,13 @@ AuthenticationMiddleware does: ``Authorization: Bearer <key>``, scheme in any ca
 """
 import base64
 import binascii
+import bisect
 import hashlib
 import http.server
 import json
 import os
 import queue
+import signal
 import socket
 import struct
 import sys
@@ -82,8 +91,16 @@ MAKE_UP_S = 0.25
 # Where vLLM 0.18's request validation errors say they were raised (the image's Python, Dockerfile.310p).
 VALIDATION_SOURCE = ('  File "/usr/local/python3.11.14/lib/python3.11/site-packages/vllm/entrypoints/utils.py", '
                      'line 34, in create_chat_completion\n    POST /v1/chat/completions ')
-# vLLM's watchdog looks for a dead engine every 5 s, then the HTTP server stops.
+# vLLM's watchdog looks for a dead engine every 5 s (vllm/entrypoints/launcher.py), then the HTTP server stops.
 WATCHDOG_S = 5.0
+# vLLM 0.18's histogram buckets (vllm/v1/metrics/loggers.py) for time to first token and end-to-end latency, in
+# seconds; +Inf is added when they are written.
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0,
+               960.0, 1920.0, 7680.0)
+# The KV-cache block size vLLM-Ascend uses when --block-size is not given, in tokens.
+DEFAULT_BLOCK_SIZE = 128
 ANSWER_TEXT = ("这张图片展示了一个户外场景，画面中央有一条小路，两侧是绿色的树木和草地，"
                "远处可以看到蓝天和几朵白云，光线明亮，整体色调自然，给人一种宁静的感觉。")
 
@@ -121,10 +138,51 @@ class EngineDead(Exception):
     """Put in a request's token queue when the engine dies: vLLM's EngineDeadError."""
 
 
+class Histogram:
+    """A Prometheus histogram's state: observations per bucket (each counted once, in the first bucket whose upper
+    bound it does not pass), their sum and count. It has no lock of its own: the engine observes and /metrics
+    copies under the engine's lock."""
+
+    def __init__(self, bounds):
+        self.bounds = tuple(bounds)
+        self.counts = [0] * (len(self.bounds) + 1)  # the last one is +Inf's own
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value):
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+
+    def copy(self):
+        copied = Histogram(self.bounds)
+        copied.counts, copied.sum, copied.count = list(self.counts), self.sum, self.count
+        return copied
+
+    def lines(self, name, labels):
+        """The text format's lines: cumulative buckets by increasing ``le`` (written as prometheus_client writes
+        it: 0.5, 1.0, +Inf), +Inf last, then _sum and _count."""
+        lines = ["# TYPE %s histogram" % name]
+        cumulative = 0
+        for bound, count in zip(self.bounds + (float("inf"),), self.counts):
+            cumulative += count
+            le = "+Inf" if bound == float("inf") else repr(float(bound))
+            lines.append("%s_bucket{%s} %r" % (name, label_text(dict(labels, le=le)), float(cumulative)))
+        return lines + ["%s_sum{%s} %r" % (name, label_text(labels), float(self.sum)),
+                        "%s_count{%s} %r" % (name, label_text(labels), float(self.count))]
+
+
+def label_text(labels):
+    """A sample's labels in the text format, by name, with backslash, double quote and newline escaped."""
+    return ",".join('%s="%s"' % (name, str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n"))
+                    for name, value in sorted(labels.items()))
+
+
 class Engine:
     """Runs the scheduler in real time on a thread; requests wait on their own token queues."""
 
-    def __init__(self, model, speed):
+    def __init__(self, model, speed, max_model_len=8192, block_size=DEFAULT_BLOCK_SIZE):
+        """``max_model_len`` and ``block_size`` size the KV cache /metrics measures (8192: the role's length)."""
         self.scheduler = Scheduler(model)
         self.speed = speed
         self.condition = threading.Condition()
@@ -133,8 +191,19 @@ class Engine:
         self.fatal = set()  # ids of the sequences whose prefill kills the engine
         self.fatal_image = None
         # Finished requests by vLLM's finished_reason label: a request ends by length, by its stop, or by error.
-        self.stats = {"running": 0, "waiting": 0, "prompt_tokens": 0, "generation_tokens": 0,
+        self.stats = {"running": 0, "waiting": 0, "prompt_tokens": 0, "generation_tokens": 0, "kv_cache_usage": 0.0,
                       "finished": {"stop": 0, "length": 0, "abort": 0, "error": 0, "repetition": 0}}
+        # vLLM observes a request's time to first token when the engine emits that token and its end-to-end
+        # latency when the engine finishes it, whatever the finish reason (an engine error too, under
+        # finished_reason="error"); a request in flight when the engine dies is never observed.
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.e2e = Histogram(E2E_BUCKETS)
+        # The stand-in's scheduler admits up to max_num_seqs requests and never preempts one for want of KV cache:
+        # it runs as if the cache held max_num_seqs sequences of max_model_len tokens. KV-cache use is the blocks
+        # the running requests hold (their prefilled and generated tokens, in whole blocks, as vLLM allocates them)
+        # over that many blocks. A real 310P pair holds fewer, so real vLLM reads higher under the same load.
+        self.block_size = block_size
+        self.kv_blocks = model.max_num_seqs * -(-max_model_len // block_size)
         threading.Thread(target=self._loop, name="engine", daemon=True).start()
 
     def submit(self, prompt_tokens, output_tokens, finish_reason, fatal_image=None):
@@ -147,7 +216,7 @@ class Engine:
                 return events
             if finish_reason == "error":
                 output_tokens = ERROR_AFTER_TOKENS
-            sequence = Sequence(events, prompt_tokens, output_tokens, finish_reason)
+            sequence = Sequence(events, prompt_tokens, output_tokens, finish_reason, arrived_s=time.time())
             if fatal_image:
                 self.fatal.add(id(sequence))
                 self.fatal_image = fatal_image
@@ -155,9 +224,14 @@ class Engine:
             self.condition.notify()
         return events
 
-    def die(self):
-        """The aicpu fault of vllm-ascend #10720/#12086: the EngineCore exits and every request fails."""
+    def die(self, killed=False):
+        """The aicpu fault of vllm-ascend #10720/#12086: the EngineCore exits and every request fails. killed: the
+        EngineCore process was killed instead (SIGUSR1 to the server: the OOM killer's or an operator's kill -9 of
+        vLLM's engine process), and the API server says so as vLLM's client does (vllm/v1/engine/core_client.py)."""
         lines = [
+            "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
+            "vllm.v1.engine.exceptions.EngineDeadError: %s" % ENGINE_DEAD_MESSAGE,
+        ] if killed else [
             "EngineCore encountered a fatal error. (twin: an image of %d pixels after resizing is above "
             "VLLM_TWIN_CRASH_PIXELS; --mm-processor-kwargs '{\"min_pixels\": 65536, \"max_pixels\": N}' keeps "
             "images below it)"
@@ -206,17 +280,52 @@ class Engine:
                 advanced, finished = self.scheduler.apply(decoding, chunks)
                 now = time.time()
                 self.stats["generation_tokens"] += len(advanced)
+                for seq in advanced:
+                    if seq.emitted == 1:
+                        self.ttft.observe(now - seq.arrived_s)
                 for seq in finished:
                     self.stats["prompt_tokens"] += seq.prompt_tokens
                     self.stats["finished"][seq.finish_reason] += 1
+                    self.e2e.observe(now - seq.arrived_s)
                 # What the scheduler reports with this step: a finished request no longer runs.
                 self.stats["running"] = len(self.scheduler.running)
                 self.stats["waiting"] = len(self.scheduler.waiting)
+                self.stats["kv_cache_usage"] = self.kv_cache_usage()
                 for seq in advanced:
                     if seq.finish_reason == "error" and seq.emitted >= seq.output_tokens:
                         seq.key.put(EngineError(ENGINE_ERROR_MESSAGE))
                     else:
                         seq.key.put((now, seq.emitted, seq.emitted >= seq.output_tokens))
+
+    def kv_cache_usage(self):
+        """The share (0..1) of the KV cache the running requests hold; called under the lock."""
+        held = sum(-(-(seq.prefilled + seq.emitted) // self.block_size) for seq in self.scheduler.running)
+        return min(1.0, held / float(self.kv_blocks))
+
+    def snapshot(self):
+        """The counts and histograms as of the last step, copied together so that one scrape is consistent."""
+        with self.condition:
+            stats = dict(self.stats, finished=dict(self.stats["finished"]))
+            return stats, self.ttft.copy(), self.e2e.copy()
+
+
+def process_metrics():
+    """{name: value} of process_resident_memory_bytes and process_start_time_seconds, read from /proc as
+    prometheus_client's process collector reads them (the API server of real vLLM exposes them); {} where there
+    is no /proc."""
+    try:
+        with open("/proc/self/statm") as handle:
+            resident_pages = int(handle.read().split()[1])
+        with open("/proc/self/stat") as handle:
+            # The fields after the command name, which is in parentheses and may hold spaces; the 22nd field
+            # overall, starttime, is in clock ticks after boot.
+            after_name = handle.read().rpartition(")")[2].split()
+        with open("/proc/stat") as handle:
+            boot = next(float(line.split()[1]) for line in handle if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return {}
+    return {"process_resident_memory_bytes": float(resident_pages * os.sysconf("SC_PAGE_SIZE")),
+            "process_start_time_seconds": boot + float(after_name[19]) / os.sysconf("SC_CLK_TCK")}
 
 
 def pixel_cap(processor_kwargs):
@@ -247,7 +356,8 @@ class State:
         self.engine = Engine(LatencyModel(max_num_seqs=args.max_num_seqs,
                                           max_batched_tokens=args.max_num_batched_tokens),
                              float(os.environ.get("VLLM_TWIN_SPEED", "1"))
-                             / float(os.environ.get("VLLM_TWIN_SLOWDOWN", "1")))
+                             / float(os.environ.get("VLLM_TWIN_SLOWDOWN", "1")),
+                             max_model_len=args.max_model_len, block_size=args.block_size or DEFAULT_BLOCK_SIZE)
         self.log_path = os.environ.get(
             "VLLM_TWIN_REQUEST_LOG", "/root/.cache/vllm-twin/requests-%d.jsonl" % args.port)
         self.log_lock = threading.Lock()
@@ -414,19 +524,24 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                 "organization": "*", "group": None, "is_blocking": False}]}
 
     def send_metrics(self):
-        """A few of vLLM's series, labelled as vLLM 0.18 labels them (engine and model; finished_reason)."""
-        stats = self.state.engine.stats
-        labels = 'engine="0",model_name="%s"' % self.state.names[0]
+        """A few of vLLM's series, labelled as vLLM 0.18 labels them (engine and model; finished_reason; le)."""
+        stats, ttft, e2e = self.state.engine.snapshot()
+        labels = {"engine": "0", "model_name": self.state.names[0]}
         lines = []
         for name, kind, value in (("num_requests_running", "gauge", stats["running"]),
                                   ("num_requests_waiting", "gauge", stats["waiting"]),
+                                  ("kv_cache_usage_perc", "gauge", stats["kv_cache_usage"]),
                                   ("prompt_tokens_total", "counter", stats["prompt_tokens"]),
                                   ("generation_tokens_total", "counter", stats["generation_tokens"])):
-            lines += ["# TYPE vllm:%s %s" % (name, kind), "vllm:%s{%s} %s" % (name, labels, float(value))]
+            lines += ["# TYPE vllm:%s %s" % (name, kind), "vllm:%s{%s} %r" % (name, label_text(labels), float(value))]
         lines.append("# TYPE vllm:request_success_total counter")
         for reason, count in stats["finished"].items():
-            lines.append('vllm:request_success_total{engine="0",finished_reason="%s",model_name="%s"} %s' % (
-                reason, self.state.names[0], float(count)))
+            lines.append("vllm:request_success_total{%s} %r" % (label_text(dict(labels, finished_reason=reason)),
+                                                                 float(count)))
+        lines += ttft.lines("vllm:time_to_first_token_seconds", labels)
+        lines += e2e.lines("vllm:e2e_request_latency_seconds", labels)
+        for name, value in process_metrics().items():
+            lines += ["# TYPE %s gauge" % name, "%s %r" % (name, value)]
         data = ("\n".join(lines) + "\n").encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=1.0.0; charset=utf-8")
@@ -757,6 +872,12 @@ def start_server(args, model_path, config):
     return server
 
 
+def engine_killer(engine):
+    """The handler of SIGUSR1: the engine's process killed (the stand-in's engine is a thread). It dies on a thread
+    of its own, as the handler must not wait for the engine's lock, which the interrupted thread may hold."""
+    return lambda *_: threading.Thread(target=engine.die, kwargs={"killed": True}, daemon=True).start()
+
+
 def serve(args, model_path, config):
     """Serve until stopped (exit status 0), until the engine dies or when it never came up (1)."""
     try:
@@ -773,11 +894,16 @@ def serve(args, model_path, config):
               "Ascend310P3. Please modify default socversion in run.sh or execute run.sh with socversion parameter."
               % built_for.args[0][len("ascend"):].upper(), file=sys.stderr, flush=True)
         return 1
+    if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+        signal.signal(signal.SIGUSR1, engine_killer(server.state.engine))
+    serving_since = time.monotonic()
     try:
         server.state.engine.died.wait()
     except KeyboardInterrupt:
         return 0
-    # The answers owed to requests in flight go out before the watchdog stops the server.
+    # vLLM's watchdog finds the dead engine at its next look (one every WATCHDOG_S since the server started):
+    # until then /health answers 503. The answers owed to requests in flight go out before the server stops.
+    time.sleep(WATCHDOG_S - (time.monotonic() - serving_since) % WATCHDOG_S)
     deadline = time.time() + WATCHDOG_S
     while server.state.in_flight and time.time() < deadline:
         time.sleep(0.05)

@@ -21,6 +21,11 @@ TWIN_SETTINGS = {
     "vllm_bench_poll_interval": "speed: twin benchmarks last seconds",
     "vllm_server_wait_poll_interval": "speed: the stand-in loads in seconds",
     "ascend_preflight_disk_checks": "size: the stand-in image and placeholder model are small",
+    "monitoring_scrape_interval": "speed: the tests' faults fire in seconds",
+    "monitoring_evaluation_interval": "speed: the tests' faults fire in seconds",
+    "monitoring_scrape_timeout": "speed: within the twin's shorter scrape interval",
+    "monitoring_fault_for": "speed: one of the twin's evaluation intervals",
+    "host_exporters_npu_interval_s": "speed: a chip's fault reaches Prometheus in seconds",
 }
 
 
@@ -67,8 +72,11 @@ def test_twin_hosts_carry_only_connection_variables_and_a_profile(tmp_path):
         assert set(variables) <= CONNECTION
     # The gateway in front of them, in the group a real site puts its own in.
     gateway = document["all"]["children"]["gateway"]
-    assert {name: host["twin_profile"] for name, host in gateway["hosts"].items()} == {"twin-gw": "gateway"}
+    assert {name: host["twin_profile"] for name, host in gateway["hosts"].items()} == {"twin-gw": "gateway_monitoring"}
     assert set(gateway["vars"]) <= CONNECTION
+    # The same machine watches the fleet, in the group a real site puts its monitoring hosts in.
+    monitoring = document["all"]["children"]["monitoring"]
+    assert monitoring["hosts"] == {"twin-gw": {}} and set(monitoring["vars"]) <= CONNECTION
     assert set(load(EXAMPLE / "hosts.yml")["all"]["children"]) == set(document["all"]["children"])
 
 

@@ -9,8 +9,8 @@ from twin.shell import TwinError
 
 def test_the_demo_makes_its_last_hosts_kunpeng_ones():
     assert lifecycle.demo_hosts(3, aarch64=1) == {"twin-01": "seed_duo4", "twin-02": "duo2",
-                                                  "twin-03": "kunpeng_seed_duo4", "twin-gw": "gateway"}
-    assert lifecycle.demo_hosts(2) == {"twin-01": "seed_duo4", "twin-02": "duo2", "twin-gw": "gateway"}
+                                                  "twin-03": "kunpeng_seed_duo4", "twin-gw": "gateway_monitoring"}
+    assert lifecycle.demo_hosts(2) == {"twin-01": "seed_duo4", "twin-02": "duo2", "twin-gw": "gateway_monitoring"}
     profiles = hosts.load_profiles()
     assert profiles["kunpeng_seed_duo4"] == dict(profiles["seed_duo4"], architecture="aarch64")
 

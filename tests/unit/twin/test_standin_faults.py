@@ -5,6 +5,7 @@ Everything runs in this process over a twin host root (``VLLM_TWIN_ROOT``: tests
 import base64
 import json
 import os
+import signal
 import threading
 
 import pytest
@@ -310,3 +311,21 @@ def test_an_image_built_for_another_chip_loads_then_exits_with_vllm_ascends_socv
             "Ascend310P3.") in capsys.readouterr().err
     monkeypatch.setenv("SOC_VERSION", "ascend310p1")
     assert_serves(serve_args())
+
+
+def test_sigusr1_kills_the_engine_as_a_killed_enginecore_process_and_the_server_exits(root, capsys,  # noqa: F811
+                                                                                       monkeypatch):
+    started = []
+    start_server = server.start_server
+    monkeypatch.setattr(server, "start_server", lambda *args: started.append(start_server(*args)) or started[-1])
+    url, thread, result = run_serve(serve_args())
+    assert requests.get(url + "/health", timeout=30).status_code == 200
+    engine = started[0].state.engine
+    server.engine_killer(engine)(signal.SIGUSR1, None)
+    assert engine.died.wait(30)
+    assert requests.get(url + "/health", timeout=30).status_code == 503
+    crashed = requests.post(url + "/v1/chat/completions", json=chat(640, 480), timeout=60)
+    assert crashed.status_code == 500 and crashed.json()["error"]["message"] == server.ENGINE_DEAD_MESSAGE
+    thread.join(timeout=60)
+    assert result["status"] == 1
+    assert "Engine core proc EngineCore_DP0 died unexpectedly" in capsys.readouterr().out
