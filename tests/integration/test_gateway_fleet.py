@@ -440,3 +440,24 @@ def test_a_canary_as_fast_passes_its_gate_and_the_roll_goes_on(fleet):
     for host in (HOST_A, HOST_B):
         assert running(fleet, host)[1:] == (REBUILT, False)
         assert servers(fleet)["%s:%s" % (host, NAME)][0] == "UP"
+
+
+def test_the_exporters_come_back_after_a_reboot(fleet):
+    """The node exporter and the NPU collector are services enabled for boot: a host rebooted runs them again and is
+    scraped again, its instance too (Docker's restart policy), with no run of the playbooks."""
+    host = fleet[HOST_B]
+    boot = host.read_text("/proc/sys/kernel/random/boot_id")
+    collectors = set(host.exec("pgrep", "-f", "npu_exporter").stdout.split())
+    assert collectors
+    host.exec("shutdown", "-r", "now")
+    wait_until(lambda: host.exec("cat", "/proc/sys/kernel/random/boot_id", check=False).stdout.strip() not in (
+        "", boot.strip()), "the host rebooted", 60)
+    wait_until(lambda: set(host.exec("pgrep", "-f", "npu_exporter", check=False).stdout.split()) - collectors,
+               "the NPU collector started at boot", 60)
+
+    def up(job):
+        found = prometheus(fleet, "query", query='up{job="%s", host="%s"}' % (job, HOST_B))["result"]
+        return [float(sample["value"][1]) for sample in found]
+    time.sleep(SCRAPE_S + 1)
+    wait_until(lambda: all(up(job) == [1.0] for job in ("npu", "node", "vllm")),
+               "the rebooted host's exporters and instance scraped again", 180)

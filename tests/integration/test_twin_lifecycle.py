@@ -38,7 +38,7 @@ def ssh(inventory, host, command, group="ascend"):
 def test_up_makes_ssh_hosts_at_the_real_paths_then_down_leaves_nothing(private_twin):
     twin = private_twin
     state = twin.up(count=2)
-    assert state["hosts"] == {"twin-01": "seed_duo4", "twin-02": "duo2", "twin-gw": "gateway"}
+    assert state["hosts"] == {"twin-01": "seed_duo4", "twin-02": "duo2", "twin-gw": "gateway_monitoring"}
     inventory = yaml.safe_load(twin.inventory.read_text())
     assert (twin.inventory.parent / "group_vars").is_symlink()
 
@@ -65,6 +65,10 @@ def test_up_makes_ssh_hosts_at_the_real_paths_then_down_leaves_nothing(private_t
     # The gateway: in its own group, no NPU, HAProxy from the distribution's package.
     gateway = ssh(inventory, "twin-gw", "dpkg-query -W -f '${Status}' haproxy; ls /dev/davinci_manager", "gateway")
     assert gateway.stdout.startswith("install ok installed") and "No such file" in gateway.stderr, gateway
+    # The packages a site's mirror gives (HAProxy, Prometheus's) are there, but no service of theirs runs until a role
+    # enables it.
+    services = ssh(inventory, "twin-01", "pgrep -a 'prometheus|haproxy|alertmanager' || echo none")
+    assert services.stdout.strip() == "none", services.stdout
     # A key that is not recorded is refused: host-key checking is on.
     stranger = copy.deepcopy(inventory)
     stranger["all"]["children"]["ascend"]["vars"]["ansible_ssh_common_args"] = "-o UserKnownHostsFile=/dev/null"
@@ -78,7 +82,7 @@ def test_up_makes_ssh_hosts_at_the_real_paths_then_down_leaves_nothing(private_t
     assert {name: (host.container_info()["Id"], snapshot(host.root)) for name, host in demo.hosts.items()} == before
 
     smaller = twin.up(count=1)
-    assert smaller["hosts"] == {"twin-01": "seed_duo4", "twin-gw": "gateway"}
+    assert smaller["hosts"] == {"twin-01": "seed_duo4", "twin-gw": "gateway_monitoring"}
     assert sorted(twin.our_containers()) == sorted([demo["twin-01"].container, demo["twin-gw"].container])
     assert list(yaml.safe_load(twin.inventory.read_text())["all"]["children"]["ascend"]["hosts"]) == ["twin-01"]
 

@@ -34,10 +34,10 @@ ALERTS = {
     "NpuChipUnhealthy": "critical", "NpuSmiFailing": "critical", "NpuCollectorDown": "critical",
     "NpuMemoryRising": "warning", "HostMemoryRising": "warning", "VllmProcessMemoryRising": "warning",
     "VllmTtftHigh": "warning", "VllmLatencyHigh": "warning", "VllmRequestsWaiting": "warning",
-    "GatewayNoHealthyBackend": "critical", "DiskFilling": "warning",
+    "GatewayNoHealthyBackend": "critical", "DiskFilling": "warning", "ExporterDown": "critical",
 }
 FAULTS = ("VllmInstanceDown", "VllmEngineDead", "NpuChipUnhealthy", "NpuSmiFailing", "NpuCollectorDown",
-          "GatewayNoHealthyBackend")
+          "GatewayNoHealthyBackend", "ExporterDown")
 # Prometheus's evaluation interval and the targets' scrape interval the role sets: a fault alert must fire within
 # two of them.
 EVALUATION_S = 15
@@ -151,6 +151,7 @@ FAULT_SERIES = {
     "NpuSmiFailing": ("npu_exporter_npu_smi_up", lambda number: npu_target(number + 1), 1),
     "NpuCollectorDown": ("up", lambda number: npu_target(number + 1), 1),
     "GatewayNoHealthyBackend": ("haproxy_backend_active_servers", lambda number: gateway_target(number + 1), 2),
+    "ExporterDown": ("up", lambda number: node_target(number + 1), 1),
 }
 
 
@@ -337,8 +338,9 @@ def test_every_alert_says_how_bad_what_and_where(rule):
         assert "{{ $labels.vllm_instance }}" in named
     if "npu_chip_info" in rule["expr"]:
         assert "{{ $labels.id }}" in named
-    # The gateway runs on no Ascend host, and waiting requests ask for capacity, not a diagnosis.
-    if rule["alert"] not in ("GatewayNoHealthyBackend", "VllmRequestsWaiting"):
+    # The gateway runs on no Ascend host, waiting requests ask for capacity, not a diagnosis, and an exporter's
+    # service is not what the doctor reads.
+    if rule["alert"] not in ("GatewayNoHealthyBackend", "VllmRequestsWaiting", "ExporterDown"):
         assert "ascend-vllm-fleet doctor --limit {{ $labels.host }}" in named or (
             "ascend-vllm-fleet collect --limit {{ $labels.host }}" in named)
 
