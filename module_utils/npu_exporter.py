@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import ThreadingMixIn
 
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_gather import NPU_OPTIONS, Gatherer
-from ansible_collections.ascend.fleet.plugins.module_utils.npu_smi import dcmi_failure, parse_table
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_smi import parse_table
 
 DEFAULT_PORT = 8082  # NPU Exporter's, so scrape configs written for it find this one
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -85,11 +85,9 @@ def read_chips(gatherer):
     if not path:
         reading["problem"] = "npu-smi not found"
         return reading
-    code, output = gatherer.npu_smi(path, "info")
-    failure = dcmi_failure(output)
-    if code != 0 or failure:
-        reading["problem"] = "`npu-smi info` failed (exit %s): %s" % (
-            code, failure or (output.strip().splitlines() or ["no output"])[-1])
+    output = gatherer.query(path, "info")
+    if output is None:
+        reading["problem"] = gatherer.problems[-1]
         return reading
     table = parse_table(output)
     reading["chips"] = table["chips"]

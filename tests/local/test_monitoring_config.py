@@ -4,16 +4,15 @@ The role on a twin monitoring host, with its alerts firing: tests/integration/te
 
 promtool must be in the virtualenv (scripts/dev installs it): without it these fail.
 """
-import http.server
 import json
 import sys
-import threading
 
 import pytest
 import yaml
+from fake_vllm import Scripted, serving
 from serving_plans import host, recorded
 
-from conftest import REPO, free_port, run_playbook, venv_tool
+from conftest import REPO, run_playbook, venv_tool
 
 DASHBOARDS = REPO / "roles/monitoring/files/dashboards"
 TOKEN = "glsa_grafana-token-for-the-test"
@@ -99,29 +98,22 @@ def test_the_scrape_config_names_every_instance_every_exporter_and_the_gateway(t
     assert config["global"]["scrape_interval"] == "15s"
 
 
-class Grafana(http.server.BaseHTTPRequestHandler):
-    """Grafana's dashboard API as the role uses it: read one by uid, save one (overwrite)."""
+class Grafana(Scripted):
+    """Grafana's dashboard API as the role uses it: read one by uid, save one (overwrite). Scripted's JSON answer
+    and quiet log, none of its vLLM routes."""
 
     stored, posted, tokens = {}, [], set()
 
-    def log_message(self, *args):
-        pass
-
-    def answer(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def answer_json(self, status, body):
+        self.answer(status, json.dumps(body).encode())
 
     def do_GET(self):
         self.tokens.add(self.headers.get("Authorization"))
         uid = self.path.rsplit("/", 1)[-1]
         if self.path.startswith("/api/dashboards/uid/") and uid in self.stored:
-            self.answer(200, {"dashboard": self.stored[uid], "meta": {}})
+            self.answer_json(200, {"dashboard": self.stored[uid], "meta": {}})
         else:
-            self.answer(404, {"message": "Dashboard not found"})
+            self.answer_json(404, {"message": "Dashboard not found"})
 
     def do_POST(self):
         self.tokens.add(self.headers.get("Authorization"))
@@ -129,16 +121,14 @@ class Grafana(http.server.BaseHTTPRequestHandler):
         dashboard = dict(body["dashboard"], version=len(self.posted) + 1, id=len(self.posted) + 1)
         self.stored[dashboard["uid"]] = dashboard
         self.posted.append(dashboard["uid"])
-        self.answer(200, {"status": "success", "uid": dashboard["uid"]})
+        self.answer_json(200, {"status": "success", "uid": dashboard["uid"]})
 
 
 @pytest.fixture
 def grafana():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Grafana)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     Grafana.stored, Grafana.posted, Grafana.tokens = {}, [], set()
-    yield "http://127.0.0.1:%d/" % server.server_address[1]
-    server.shutdown()
+    with serving(Grafana) as url:
+        yield url + "/"  # a trailing slash, as users write URLs: the role's API paths take it off
 
 
 def test_dashboards_are_posted_to_grafana_once_and_again_only_when_they_differ(tmp_path, grafana):
