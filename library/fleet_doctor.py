@@ -21,6 +21,10 @@ description:
   - Matches what it read against the rules of C(module_utils/diagnosis.py) (the README's doctor table is made
     from them) and returns each finding with its evidence (the log line or state, and how often it was seen) and
     its fix; error lines of a log that no rule knows are returned as C(unknown_error) with their excerpt.
+  - Judges each instance by what is true now - its container's state, what it answers, and its log since the
+    container's last start (C(State.StartedAt)). A cause seen only in log lines written before that start is
+    history, returned as a warning that says so; unless the container is restarting now, a crash loop, where
+    all of its log is current.
   - Reads only, in check mode too; fails only on options it cannot use or a Docker it cannot run. The API keys it
     reads from the env files never leave the host.
 version_added: "1.0.0"
@@ -62,7 +66,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 healthy:
-  description: Whether nothing was found.
+  description: Whether nothing but warnings was found.
   returned: success
   type: bool
 findings:
@@ -91,6 +95,16 @@ findings:
     fix:
       description: What to do.
       type: str
+    severity:
+      description: C(error), or C(warning) for what leaves the instance serving and for history; a host with
+        warnings only is healthy.
+      type: str
+      choices: [error, warning]
+    history:
+      description: For a finding whose signs were all written before the container's last start, that start and
+        whether the container has served since; absent otherwise.
+      type: str
+      sample: "seen before the container's last start (2026-12-04T14:02:15Z); it has served since"
     excerpt:
       description: For C(unknown_error), the last error lines no rule knows.
       type: list

@@ -14,6 +14,11 @@ restarted it): those are then not told apart on that instance. An error line of 
 told as unknown, with its excerpt, unless it comes within ``INCIDENT_LINES`` of a line a rule knows (the stack
 trace around a known error).
 
+A host is judged by what is true now: its container's state, what it answers, and the log lines since the
+container's last start. A log rule (or unknown error) seen only in lines written before that start is history: a
+warning that says so. It explains the other history findings and, once the container serves again, the restart
+that followed it; not what is true now. A container restarting now is in a crash loop: all of its log is current.
+
 The README's doctor table is made from RULES (``rules_table``) and checked against it by the tests, so a failure
 mode added here gets its row there.
 
@@ -29,10 +34,14 @@ import re
 
 Rule = collections.namedtuple("Rule", "name scope sign cause fix explains")
 
+# Docker's times: RFC 3339 in UTC to the nanosecond (`docker logs --timestamps` writes nine decimals, `docker inspect`
+# drops trailing zeros; its zero time, 0001-01-01, is never). An instance's log lines start with theirs.
+DOCKER_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?Z(?=\s|$)")
+
 # Lines before or after a known line that belong to its incident (a Python traceback, vLLM's error banner).
 INCIDENT_LINES = 40
 # How an error line looks in vLLM's log (its ERROR level, a traceback, an exception's name), as against INFO lines.
-# A line may start with the time the doctor read it with (<...>Z).
+# A line may start with its time (<...>Z).
 ERROR_LINE = re.compile(r"\bERROR\b|Traceback \(most recent call last\)|^(\S+Z )?\s*[\w.]*(Error|Exception): ")
 EXCERPT_LINES = 5
 LINE_CHARS = 240
@@ -139,8 +148,18 @@ RULES = (
 )
 
 
+def docker_time(text):
+    """A Docker time, or the one a log line starts with, as (its second, nanoseconds), which order as the times
+    do; None for none, or the zero time."""
+    match = DOCKER_TIME.match(text or "")
+    if not match or match.group(1).startswith("0001"):
+        return None
+    return match.group(1), int((match.group(2) or "")[:9].ljust(9, "0"))
+
+
 def clip(line):
-    line = line.rstrip()
+    """A line as a finding shows it: its time to the second, and no longer than LINE_CHARS."""
+    line = DOCKER_TIME.sub(lambda match: match.group(1) + "Z", line.rstrip(), count=1)
     return line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 3] + "..."
 
 
@@ -231,6 +250,12 @@ def degenerate_answers(evidence, instance, settings):
 
 # Rules whose cause leaves the instance serving right, only slower.
 WARNINGS = frozenset(("jemalloc_missing", "cpu_binding"))
+# What a cause seen only before the container's last start explains, beside the other history: the restart that
+# followed it, once the container serves again. What is true now (its state, its answers) it does not explain.
+HISTORY_EXPLAINS = frozenset(("restarts",))
+# Error lines no rule knows, told as a rule's finding is.
+UNKNOWN = Rule("unknown_error", "instance", None, "errors no rule of the doctor knows",
+               "read the excerpt and the full log (docker logs); the support bundle holds it", ())
 
 CHECKS = {"chip_unhealthy": chip_unhealthy, "driver_not_loaded": driver_not_loaded, "foreign_holder": foreign_holder,
           "disk_filling": disk_filling, "instance_missing": instance_missing, "instance_stopped": instance_stopped,
@@ -243,30 +268,87 @@ def matching(pattern, lines):
     return [(index, line) for index, line in enumerate(lines) if pattern.search(line)]
 
 
-def finding(rule, instance, signs):
-    return {"rule": rule.name, "instance": instance, "cause": rule.cause, "fix": rule.fix,
-            "severity": "warning" if rule.name in WARNINGS else "error", "evidence": clip(signs[-1]),
-            "count": len(signs)}
+def finding(rule, instance, signs, history=None):
+    """history: what to say of signs that were all written before the container's last start; the finding is then
+    a warning."""
+    found = {"rule": rule.name, "instance": instance, "cause": rule.cause, "fix": rule.fix,
+             "severity": "warning" if history or rule.name in WARNINGS else "error", "evidence": clip(signs[-1]),
+             "count": len(signs)}
+    if history:
+        found["history"] = history
+    return found
 
 
-def unknown_errors(lines, known_indexes):
-    """The error lines no rule knows and no known line is near, as their excerpt."""
-    unknown = [(index, line) for index, line in enumerate(lines) if ERROR_LINE.search(line)
-               and not any(abs(index - known) <= INCIDENT_LINES for known in known_indexes)]
-    if not unknown:
-        return None
-    return {"rule": "unknown_error", "cause": "errors no rule of the doctor knows", "severity": "error",
-            "fix": "read the excerpt and the full log (docker logs); the support bundle holds it",
-            "evidence": clip(unknown[-1][1]), "count": len(unknown),
-            "excerpt": [clip(line) for index, line in unknown[-EXCERPT_LINES:]]}
+def last_start(instance):
+    """The container's last start (docker_time), from which its log tells what is true now; None when all of it
+    does: a container restarting now is in a crash loop, where every run's end is as current as the last, and one
+    never started has no start."""
+    state = instance.get("container") or {}
+    return None if state.get("status") == "restarting" else docker_time(state.get("started_at"))
+
+
+def written_before(line, start):
+    """Whether a log line was written before start. A line at the start is not, nor one without a time: what
+    cannot be placed is not put aside as history."""
+    stamp = docker_time(line)
+    return start is not None and stamp is not None and stamp < start
+
+
+def serving(instance):
+    state = instance.get("container")
+    return bool(state and state["running"] and (instance.get("health") or {}).get("status") == 200)
+
+
+def history_note(instance):
+    return "seen before the container's last start (%s)%s" % (
+        clip(instance["container"]["started_at"]), "; it has served since" if serving(instance) else "")
+
+
+def to_tell(hits, past):
+    """(the lines of hits to tell, whether they are history): those since the last start, else all of them."""
+    now = [line for index, line in hits if not past[index]]
+    return (now, False) if now else ([line for index, line in hits], True)
+
+
+def instance_findings(evidence, instance, settings, host_explained):
+    """The findings of one instance, but those that its host's findings (host_explained: rule names) explain."""
+    lines = instance.get("log") or []
+    start = last_start(instance)
+    past = [written_before(line, start) for line in lines]
+    note = history_note(instance) if any(past) else None
+    found, known_indexes = [], []
+    for rule in (rule for rule in RULES if rule.scope == "instance"):
+        kind, sign = rule.sign
+        if kind == "log":
+            hits = matching(sign, lines)
+            known_indexes.extend(index for index, line in hits)
+            signs, history = to_tell(hits, past)
+        else:
+            signs, history = CHECKS[sign](evidence, instance, settings), False
+        if signs:
+            found.append((rule, finding(rule, instance["name"], signs, note if history else None)))
+    explained = set(host_explained).union(*[rule.explains for rule, item in found if "history" not in item])
+    by_history = set().union(*[rule.explains for rule, item in found if "history" in item])
+    by_history_now = by_history & HISTORY_EXPLAINS if serving(instance) else set()
+    kept = [item for rule, item in found if item["rule"] not in explained and item["rule"] not in by_history_now
+            and not ("history" in item and item["rule"] in by_history)]
+    # An incident's lines (a traceback around a known error) do not reach across a start.
+    unknown = [(index, line) for index, line in enumerate(lines) if ERROR_LINE.search(line) and not any(
+        abs(index - known) <= INCIDENT_LINES and past[known] == past[index] for known in known_indexes)]
+    if unknown:
+        signs, history = to_tell(unknown, past)
+        kept.append(dict(finding(UNKNOWN, instance["name"], signs, note if history else None),
+                         excerpt=[clip(line) for line in signs[-EXCERPT_LINES:]]))
+    return kept
 
 
 def diagnose(evidence, settings):
-    """The findings of one host's evidence: {healthy, findings: [{rule, instance, cause, evidence, count, fix}]},
-    host-wide ones first. evidence: {npu: npu_facts' facts, foreign_holders: [text], disks: [{path, purpose,
-    used_share, free_bytes}], instances: [{name, container (None: no such container; else status, running,
-    restart_count, exit_code, oom_killed, started_s_ago, finished_at), log: [lines], health: {status, error},
-    models: {status}, answers: answer_check's verdict or None, env_file}]}; settings: {disk_full_share,
+    """The findings of one host's evidence: {healthy, findings: [{rule, instance, cause, evidence, count, fix,
+    severity, history (only for what was seen before the container's last start)}]}, host-wide ones first.
+    evidence: {npu: npu_facts' facts, foreign_holders: [text], disks: [{path, purpose, used_share, free_bytes}],
+    instances: [{name, container (None: no such container; else status, running, restart_count, exit_code,
+    oom_killed, started_at, started_s_ago, finished_at), log: [lines, each from its Docker time], health: {status,
+    error}, models: {status}, answers: answer_check's verdict or None, env_file}]}; settings: {disk_full_share,
     restart_window_s}."""
     findings = []
     host_explained = set()
@@ -279,33 +361,17 @@ def diagnose(evidence, settings):
             findings.append(finding(rule, None, signs))
             host_explained.update(rule.explains)
     for instance in evidence.get("instances", []):
-        lines = instance.get("log") or []
-        found, known_indexes, explained = [], [], set(host_explained)
-        for rule in (rule for rule in RULES if rule.scope == "instance"):
-            kind, sign = rule.sign
-            if kind == "log":
-                hits = matching(sign, lines)
-                known_indexes.extend(index for index, line in hits)
-                signs = [line for index, line in hits]
-            else:
-                signs = CHECKS[sign](evidence, instance, settings)
-            if signs:
-                found.append(finding(rule, instance["name"], signs))
-                explained.update(rule.explains)
-        found = [item for item in found if item["rule"] not in explained]
-        unknown = unknown_errors(lines, known_indexes)
-        if unknown:
-            found.append(dict(unknown, instance=instance["name"]))
-        findings.extend(found)
+        findings.extend(instance_findings(evidence, instance, settings, host_explained))
     return {"healthy": not [item for item in findings if item["severity"] == "error"], "findings": findings}
 
 
 def summary_line(host, diagnosis):
     """One line for a host: healthy, or each cause with its evidence and fix; warnings after the errors."""
     def told(item):
-        return "%s%s: %s (%s%s). Fix: %s" % (
+        return "%s%s: %s (%s%s%s). Fix: %s" % (
             "[%s] " % item["instance"] if item.get("instance") else "", item["rule"], item["cause"],
-            "%dx, last: " % item["count"] if item["count"] > 1 else "", item["evidence"], item["fix"])
+            "%dx, last: " % item["count"] if item["count"] > 1 else "", item["evidence"],
+            "; " + item["history"] if item.get("history") else "", item["fix"])
 
     errors = [told(item) for item in diagnosis["findings"] if item["severity"] == "error"]
     warnings = ["warning: " + told(item) for item in diagnosis["findings"] if item["severity"] == "warning"]

@@ -13,10 +13,10 @@ __metaclass__ = type
 import calendar
 import json
 import os
-import re
 import time
 
 from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import asker, check_answers
+from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import docker_time
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_gather import NPU_OPTIONS, Gatherer
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import foreign_holders
@@ -35,18 +35,14 @@ EVIDENCE_OPTIONS = dict(
     disk_paths=dict(type="dict", default={}),
     log_lines=dict(type="int", default=2000),
 )
-# Docker's times: RFC 3339 in UTC with up to nine decimals.
-DOCKER_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z$")
 # What an instance is asked within, each request: the doctor must not hang on a wedged server.
 REQUEST_TIMEOUT_S = 30
 
 
 def docker_seconds(text):
     """Seconds since the epoch of a Docker time, or None (Docker's zero time 0001-01-01 is None too)."""
-    match = DOCKER_TIME.match(text or "")
-    if not match or match.group(1).startswith("0001"):
-        return None
-    return calendar.timegm(time.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S"))
+    found = docker_time(text)
+    return None if found is None else calendar.timegm(time.strptime(found[0], "%Y-%m-%dT%H:%M:%S"))
 
 
 def inspect(docker, name, runner=run_docker):
@@ -71,15 +67,20 @@ def container_state(detail, now):
 
 
 def log_tail(docker, name, lines, runner=run_docker):
-    """The last lines of a container's log, stdout and stderr in the order written, each as
-    ``<time to the second>Z <line>``."""
+    """The last lines of a container's log, stdout and stderr in the order written, each as Docker stamps it
+    (``<time to the nanosecond>Z <line>``): the doctor tells the lines before the container's last start by it."""
     code, out, err = runner(docker, "logs", "--timestamps", "--tail", str(lines), "--", name)
     if code != 0:
         return ["(docker logs failed: %s)" % (err.strip() or "exit code %s" % code)]
     stamped = []
-    for line in out.splitlines() + err.splitlines():
-        stamp, text = (line.split(" ", 1) + [""])[:2]
-        stamped.append((stamp, "%sZ %s" % (stamp[:19], text) if DOCKER_TIME.match(stamp) else line))
+    for stream in (out, err):
+        # Docker stamps what a program writes up to each newline; a carriage return (a progress bar's) is inside
+        # a line. A line without a time stays after the one before it.
+        stamp = ("", 0)
+        for line in stream.split("\n"):
+            if line:
+                stamp = docker_time(line) or stamp
+                stamped.append((stamp, line))
     return [line for stamp, line in sorted(stamped, key=lambda item: item[0])][-lines:]
 
 

@@ -11,13 +11,14 @@ from conftest import REPO
 SETTINGS = {"disk_full_share": 0.9, "restart_window_s": 3600}
 STAMP = "2026-12-04T14:02:11Z "
 # A healthy instance's log, as the stand-in and vLLM 0.18 print it.
-HEALTHY_LOG = [STAMP + line for line in (
+HEALTHY_LINES = (
     "INFO jemalloc preloaded",
     "INFO 12-04 14:00:01 [api_server.py:1351] vLLM API server version 0.18.0rc1",
     "INFO 12-04 14:00:02 [loader.py:447] Loading weights took 61.2 seconds",
     "INFO:     Started server process [1]",
     "INFO 12-04 14:01:02 [loggers.py:123] Engine 000: Avg prompt throughput: 120.3 tokens/s",
-)]
+)
+HEALTHY_LOG = [STAMP + line for line in HEALTHY_LINES]
 
 
 def healthy_instance(name="vllm-ascend"):
@@ -226,3 +227,168 @@ def test_the_readmes_doctor_table_is_the_rules(readme):
     """The table is made from RULES (scripts/dev docs writes it); a rule added or changed without it fails here."""
     text = (REPO / readme).read_text(encoding="utf-8")
     assert diagnosis.rules_table() in text, "%s: the doctor table differs from RULES: run scripts/dev docs" % readme
+
+
+# An instance whose engine died, as vLLM 0.18 logs it, and whose container then started again: Docker's times as
+# `docker logs --timestamps` writes them (nine decimals) and `docker inspect` gives State.StartedAt (trailing zeros
+# dropped).
+LAST_START = "2026-12-04T13:16:31.25Z"
+ENGINE_DEATH = [
+    "2026-12-04T13:10:02.104224071Z INFO 12-04 13:10:02 [api_server.py:1351] vLLM API server version 0.18.0rc1",
+    "2026-12-04T13:16:19.801234567Z ERROR 12-04 13:16:19 [core_client.py:564] Engine core proc EngineCore_DP0 died "
+    "unexpectedly, shutting down client.",
+    "2026-12-04T13:16:19.900000000Z ERROR 12-04 13:16:19 [serving_chat.py:1120] vllm.v1.engine.exceptions."
+    "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+    "2026-12-04T13:16:20.011000000Z ERROR 12-04 13:16:20 [serving_chat.py:1120] vllm.v1.engine.exceptions."
+    "EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+    "2026-12-04T13:16:20.512345678Z ERROR 12-04 13:16:20 [launcher.py:101] VLLM Engine failed, terminating server",
+]
+SINCE = "2026-12-04T13:16:33.000000001Z "
+
+
+def restarted(evidence, log_after=None, **state):
+    """Instance 0 with ENGINE_DEATH before its container's last start (LAST_START, 19 minutes ago, by its restart
+    policy) and log_after since; state changes the container's state from a serving one."""
+    instance = evidence["instances"][0]
+    instance["container"].update(dict(dict(started_at=LAST_START, restart_count=1, exit_code=1, started_s_ago=1140),
+                                       **state))
+    instance["log"] = ENGINE_DEATH + [SINCE + line for line in (HEALTHY_LINES if log_after is None else log_after)]
+    return evidence
+
+
+def rules_of(found, severity=None):
+    return [item["rule"] for item in found["findings"] if severity in (None, item["severity"])]
+
+
+def test_a_death_before_the_last_start_of_a_container_that_serves_again_is_history():
+    """Docker restarted the server after its engine died and it has served since: the host is healthy, and says
+    what happened before, with the count, the last line's time and the start."""
+    found = diagnosis.diagnose(restarted(healthy_evidence()), SETTINGS)
+    assert found["healthy"] and rules_of(found) == ["engine_dead"], found
+    (dead,) = found["findings"]
+    assert dead["severity"] == "warning" and dead["count"] == 4 and dead["instance"] == "vllm-ascend", dead
+    assert dead["evidence"].startswith("2026-12-04T13:16:20Z ERROR") and "terminating server" in dead["evidence"]
+    assert dead["history"] == "seen before the container's last start (2026-12-04T13:16:31Z); it has served since"
+    assert diagnosis.summary_line("npu-a", found) == (
+        "npu-a: healthy | warning: [vllm-ascend] engine_dead: %s (4x, last: %s; %s). Fix: %s" % (
+            dead["cause"], dead["evidence"], dead["history"], dead["fix"]))
+
+
+def test_a_container_started_by_hand_after_a_death_is_judged_by_its_new_run():
+    """docker restart does not count in RestartCount: no restart to explain, the death still history."""
+    found = diagnosis.diagnose(restarted(healthy_evidence(), restart_count=0), SETTINGS)
+    assert found["healthy"] and rules_of(found, "warning") == ["engine_dead"], found
+
+
+REFUSED = {"error": "[Errno 111] Connection refused"}
+
+
+@pytest.mark.parametrize("case,state,health,log_after,errors", [
+    # The engine is dead now: /health 503 and the server shutting down, its restart still to come.
+    ("died now", dict(started_at="2026-12-04T13:00:00.5Z", restart_count=0), {"status": 503}, None, ["engine_dead"]),
+    # Docker started it again and it died again: its new run's own lines.
+    ("dying again", {}, {"status": 503}, list(HEALTHY_LINES[:2]) + [
+        "ERROR 12-04 13:40:00 [core_client.py:564] Engine core proc EngineCore_DP0 died unexpectedly"],
+     ["engine_dead"]),
+    # A crash loop: between two runs every run's death is current, the last start's too.
+    ("restarting now", dict(status="restarting", restart_count=4, started_s_ago=3), REFUSED, [], ["engine_dead"]),
+    # The container stopped: its last run's lines are how it ended.
+    ("stopped", dict(status="exited", running=False, restart_count=0), REFUSED, [
+        "ERROR 12-04 13:40:00 [launcher.py:101] VLLM Engine failed, terminating server"],
+     ["instance_stopped", "engine_dead"]),
+])
+def test_a_death_since_the_last_start_makes_the_host_unhealthy(case, state, health, log_after, errors):
+    evidence = restarted(healthy_evidence(), log_after, **state)
+    set_in(("instances", 0, "health"), health)(evidence)
+    found = diagnosis.diagnose(evidence, SETTINGS)
+    assert not found["healthy"] and rules_of(found, "error") == errors, (case, found["findings"])
+    dead = next(item for item in found["findings"] if item["rule"] == "engine_dead")
+    assert "history" not in dead, dead
+    # What a run since the start logged is counted alone; a crash loop counts every run's.
+    assert dead["count"] == {"died now": 4, "dying again": 1, "restarting now": 4, "stopped": 1}[case], dead
+    assert diagnosis.summary_line("npu-a", found).startswith("npu-a: [vllm-ascend] "), found
+
+
+def test_history_does_not_explain_what_is_true_now():
+    """Restarted 19 minutes ago and not answering (loading, or looping): the restart and the silence are errors,
+    the earlier death a warning, which does not say the container served since."""
+    evidence = restarted(healthy_evidence(), HEALTHY_LINES[:2])
+    set_in(("instances", 0, "health"), REFUSED)(evidence)
+    found = diagnosis.diagnose(evidence, SETTINGS)
+    assert not found["healthy"] and rules_of(found, "error") == ["restarts", "not_serving"], found
+    (dead,) = [item for item in found["findings"] if item["severity"] == "warning"]
+    assert dead["rule"] == "engine_dead" and dead["history"] == \
+        "seen before the container's last start (2026-12-04T13:16:31Z)", dead
+    set_in(("instances", 0, "health"), {"status": 503})(evidence)
+    assert rules_of(diagnosis.diagnose(evidence, SETTINGS), "error") == ["engine_unhealthy", "restarts"]
+
+
+def test_a_restart_no_earlier_line_explains_is_still_told():
+    evidence = restarted(healthy_evidence())
+    evidence["instances"][0]["log"] = [line for line in ENGINE_DEATH if "INFO" in line] + HEALTHY_LOG
+    assert rules_of(diagnosis.diagnose(evidence, SETTINGS), "error") == ["restarts"]
+
+
+def test_earlier_history_explains_itself_once():
+    """A large image's crash before the start explains the dead engine and the restart, as it does now."""
+    evidence = restarted(healthy_evidence())
+    evidence["instances"][0]["log"][1:1] = [
+        "2026-12-04T13:16:19.700000000Z ERROR RuntimeError: ACL stream synchronize failed, error code is 507018"]
+    found = diagnosis.diagnose(evidence, SETTINGS)
+    assert found["healthy"] and rules_of(found, "warning") == ["large_image_crash"], found
+
+
+@pytest.mark.parametrize("stamp,history", [
+    ("2026-12-04T13:16:31.249999999Z", True),   # a nanosecond before the start
+    ("2026-12-04T13:16:31.250000000Z", False),  # at the start: the new run's
+    ("2026-12-04T13:16:31.250000001Z", False),
+    ("2026-12-04T13:16:31Z", True),             # Docker's time with no decimals
+    ("2026-12-04T13:16:31.3Z", False),
+    ("12-04 13:10:00", False),                  # no Docker time: it cannot be put aside as history
+])
+def test_a_line_is_history_only_when_its_time_is_before_the_start(stamp, history):
+    evidence = restarted(healthy_evidence())
+    evidence["instances"][0]["log"] = [stamp + " ERROR RuntimeError: NPU out of memory."] + HEALTHY_LOG
+    found = diagnosis.diagnose(evidence, SETTINGS)
+    (oom,) = [item for item in found["findings"] if item["rule"] == "npu_out_of_memory"]
+    assert found["healthy"] is history and ("history" in oom) is history, found
+
+
+def test_docker_times_order_to_the_nanosecond():
+    assert diagnosis.docker_time("2026-12-04T13:16:31.25Z") == ("2026-12-04T13:16:31", 250000000)
+    assert diagnosis.docker_time("2026-12-04T13:16:31.250000000Z INFO x") == ("2026-12-04T13:16:31", 250000000)
+    assert diagnosis.docker_time("2026-12-04T13:16:31Z") < diagnosis.docker_time("2026-12-04T13:16:31.000000001Z")
+    assert diagnosis.docker_time("2026-12-04T13:16:31.5Z") < diagnosis.docker_time("2026-12-04T13:16:32Z")
+    for none in ("0001-01-01T00:00:00Z", "", None, "2026-12-04T13:16:31.5ZINFO", "INFO 12-04 13:16:31"):
+        assert diagnosis.docker_time(none) is None, none
+
+
+def test_unknown_errors_before_the_start_are_history_and_no_incident_reaches_across_it():
+    evidence = restarted(healthy_evidence(), HEALTHY_LINES + ("ERROR KeyError: 'mm_hashes'",))
+    evidence["instances"][0]["log"][1:1] = ["2026-12-04T13:16:19.5Z ERROR ValueError: the flux capacitor is empty"]
+    found = diagnosis.diagnose(evidence, SETTINGS)
+    # The KeyError is a few lines after the death's lines, but in another run: not part of that incident.
+    (unknown,) = [item for item in found["findings"] if item["rule"] == "unknown_error"]
+    assert unknown["severity"] == "error" and unknown["count"] == 1 and "history" not in unknown, unknown
+    assert unknown["excerpt"] == [SINCE.replace(".000000001", "") + "ERROR KeyError: 'mm_hashes'"], unknown
+
+    evidence["instances"][0]["log"].pop()
+    found = diagnosis.diagnose(evidence, SETTINGS)
+    assert found["healthy"] and rules_of(found) == ["engine_dead"], found
+    # An earlier error, far from the death's lines.
+    evidence["instances"][0]["log"][0:0] = ["2026-12-04T12:00:00.5Z ERROR ValueError: the flux capacitor is empty"] + [
+        "2026-12-04T12:00:01.5Z INFO request done"] * diagnosis.INCIDENT_LINES
+    found = diagnosis.diagnose(evidence, SETTINGS)
+    (unknown,) = [item for item in found["findings"] if item["rule"] == "unknown_error"]
+    assert found["healthy"] and unknown["severity"] == "warning" and unknown["history"].startswith("seen before")
+    assert unknown["excerpt"] == ["2026-12-04T12:00:00Z ERROR ValueError: the flux capacitor is empty"], unknown
+
+
+def test_rules_that_read_no_log_line_are_not_history():
+    """npu-smi's failures and the checks tell what is true now, however old the container's start."""
+    evidence = restarted(healthy_evidence())
+    CASES["dcmi_8005"][0](evidence)
+    CASES["degenerate_answers"][0](evidence)
+    found = diagnosis.diagnose(evidence, SETTINGS)
+    assert rules_of(found, "error") == ["dcmi_8005", "degenerate_answers"], found
+    assert [item["rule"] for item in found["findings"] if "history" in item] == ["engine_dead"]

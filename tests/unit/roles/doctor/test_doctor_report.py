@@ -5,6 +5,7 @@ import io
 import json
 
 from ansible_collections.ascend.fleet.plugins.filter.doctor import doctor_report
+from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import diagnose, summary_line
 from ascend_vllm_fleet import cli
 
 HEALTHY = {"healthy": True, "findings": [], "summary": "npu-a: healthy", "plan_problem": None}
@@ -76,3 +77,27 @@ def test_the_doctor_command_prints_a_line_per_host_and_exits_1_when_one_is_not_h
 def test_a_run_that_wrote_no_diagnosis_fails_and_says_so(tmp_path, monkeypatch):
     code, out, _extravars = run_doctor(tmp_path, monkeypatch, None, ["doctor"], rc=2)
     assert code != 0 and "no diagnosis was written" in out, out
+
+
+def restarted_host(host, log_since):
+    """The doctor's result for a host whose engine died before Docker restarted its container 19 minutes ago,
+    which serves (log_since: its lines since that start), as fleet_doctor returns it."""
+    instance = {"name": "vllm-ascend", "log": [
+        "2026-12-04T13:16:20.512345678Z ERROR VLLM Engine failed, terminating server"] + log_since,
+        "container": {"status": "running", "running": True, "restart_count": 1, "exit_code": 1, "oom_killed": False,
+                      "started_at": "2026-12-04T13:16:31.25Z", "started_s_ago": 1140},
+        "health": {"status": 200}, "models": {"status": 200}, "answers": None}
+    found = diagnose({"npu": {}, "instances": [instance]}, {"disk_full_share": 0.9, "restart_window_s": 3600})
+    return dict(found, summary=summary_line(host, found), plan_problem=None)
+
+
+def test_the_doctor_command_exits_0_for_warnings_only_and_1_for_an_engine_dying_since_the_start(tmp_path,
+                                                                                                 monkeypatch):
+    healthy = restarted_host("npu-a", ["2026-12-04T13:16:33.000000000Z INFO:     Started server process [1]"])
+    fleet = doctor_report(["npu-a"], {"npu-a": {"doctor_result": healthy}})
+    code, out, _extravars = run_doctor(tmp_path, monkeypatch, fleet, ["doctor"])
+    assert code == 0 and "npu-a: healthy | warning: [vllm-ascend] engine_dead: " in out, out
+    dying = restarted_host("npu-a", ["2026-12-04T13:40:00.000000000Z ERROR VLLM Engine failed, terminating server"])
+    fleet = doctor_report(["npu-a"], {"npu-a": {"doctor_result": dying}})
+    code, out, _extravars = run_doctor(tmp_path, monkeypatch, fleet, ["doctor"])
+    assert code == 1 and "npu-a: [vllm-ascend] engine_dead: " in out, out
