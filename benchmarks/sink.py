@@ -30,7 +30,7 @@ import time
 
 MODEL = "Qwen3-VL-8B-Instruct"
 # Qwen3-VL's vision tokens: one per 32x32 pixels after resizing to a multiple of 32, plus the two that
-# bracket an image, so 1920x1080 is the 2040 + 2 a vLLM server reports.
+# bracket an image, so uncapped 1920x1080 is the 2040 + 2 a vLLM server reports (1224 under the role's pixel cap).
 PIXELS_PER_TOKEN_SIDE = 32
 IMAGE_BRACKET_TOKENS = 2
 # A text token per this many characters of prompt: near enough for a count the clients only report.

@@ -22,7 +22,7 @@ from .rendered import pixel_cap_flags
 MODEL = "Qwen3-VL-8B-Instruct"
 API_KEY = "conformance-key"
 MAX_MODEL_LEN = 8192
-# vllm_server_max_pixels' default: 1920x1080 comes to 1224 prompt tokens instead of 2042.
+# vllm_server_max_pixels' default: 1920x1080 comes to 1224 image tokens instead of 2042.
 MAX_PIXELS = 1310720
 
 SERVERS = {
