@@ -2,12 +2,16 @@
 
 Each subcommand drives a playbook through ansible-runner (verify runs the testinfra suite); what the view
 shows is in view.py. The run's artifacts go to artifacts/<timestamp>/ without the env files, so API keys or
-registry passwords passed with -e never land on disk.
+registry passwords passed with -e never land on disk. The Ansible tools it runs are those beside the Python it
+runs under (its venv's bin/, activated or not), else those on PATH.
 """
 import argparse
+import contextlib
 import datetime
 import json
+import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +23,13 @@ from ansible_collections.ascend.fleet.plugins.plugin_utils import progress, repo
 from . import REPO, view
 
 DEFAULT_INVENTORY = REPO / "inventory" / "twin" / "hosts.yml"
+
+
+def default_inventory():
+    """The inventory a command without -i runs on: ANSIBLE_INVENTORY's, as Ansible's own tools take it, else the
+    twin's."""
+    return os.environ.get("ANSIBLE_INVENTORY") or str(DEFAULT_INVENTORY)
+
 PLAYBOOKS = {"deploy": "site.yml", "bench": "playbooks/benchmark.yml", "teardown": "playbooks/teardown.yml",
              "doctor": "playbooks/doctor.yml", "collect": "playbooks/doctor.yml"}
 EXAMPLES = {
@@ -28,14 +39,16 @@ EXAMPLES = {
         ascend-vllm-fleet deploy --check            # what a run would change""",
     "verify": """\
         ascend-vllm-fleet verify -i inventory/prod/hosts.yml
-        ascend-vllm-fleet verify -l npu-node-07""",
+        ascend-vllm-fleet verify -l npu-node-07
+        ascend-vllm-fleet verify -e vllm_server_restart_policy=always    # what a deploy with this -e runs""",
     "bench": """\
         ascend-vllm-fleet bench --preset quick
         ascend-vllm-fleet bench -i inventory/prod/hosts.yml --preset seed --plan    # groups and estimated time
         ascend-vllm-fleet bench -i inventory/prod/hosts.yml --preset seed -e vllm_bench_resume=true""",
     "report": """\
         ascend-vllm-fleet report reports/20261130T050744Z --latency-target 5
-        ascend-vllm-fleet report reports/from-facts --from-facts -i inventory/prod/hosts.yml    # last runs""",
+        ascend-vllm-fleet report reports/from-facts --from-facts -i inventory/prod/hosts.yml    # last runs
+        ascend-vllm-fleet report reports/from-facts --from-facts -e ansible_user=ops""",
     "teardown": """\
         ascend-vllm-fleet teardown -i inventory/prod/hosts.yml
         ascend-vllm-fleet teardown --remove-image --remove-model""",
@@ -49,10 +62,13 @@ EXAMPLES = {
 }
 
 
+def stats_hosts(stats):
+    return sorted(set().union(*(stats.get(key, {}) for key in ("ok", "failures", "dark", "changed", "skipped"))))
+
+
 def summary_table(stats, fleet_view):
-    hosts = sorted(set().union(*(stats.get(key, {}) for key in ("ok", "failures", "dark", "changed", "skipped"))))
     rows = [("host", "status", "changed", "reason")]
-    for host in hosts:
+    for host in stats_hosts(stats):
         failed = host in stats.get("failures", {}) or host in stats.get("dark", {})
         status = "UNREACHABLE" if host in stats.get("dark", {}) else "FAILED" if failed else "ok"
         rows.append((host, status, str(stats.get("changed", {}).get(host, 0)),
@@ -83,6 +99,52 @@ def utc_stamp():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
+def find_tool(name):
+    """The path of the tool `name` (ansible-playbook, ansible, ansible-inventory, pytest): beside the Python this
+    command runs under first, so that .venv/bin/ascend-vllm-fleet runs its own venv's Ansible whether that venv is
+    activated or not, then on PATH."""
+    folder = os.path.dirname(sys.executable)
+    beside = os.path.join(folder, name)
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which(name)
+    if found:
+        return found
+    raise SystemExit("ascend-vllm-fleet: %s not found: not in %s (beside %s, the Python this command runs under) "
+                     "nor on PATH (%s). Fix: install requirements.txt into that Python's environment (pip install -r "
+                     "requirements.txt; scripts/dev does it for .venv), or put %s on PATH"
+                     % (name, folder, sys.executable, os.environ.get("PATH", ""), name))
+
+
+def tools_path(*tools):
+    """PATH for a run of these tools: their folders first, as an activated venv has it, so that what they start in
+    turn (testinfra's ansible-inventory, ansible-playbook's own helpers) comes from where they were found."""
+    folders = []
+    for tool in tools:
+        if os.path.dirname(tool) not in folders:
+            folders.append(os.path.dirname(tool))
+    return os.pathsep.join(folders + [os.environ.get("PATH", "")]).rstrip(os.pathsep)
+
+
+def run_tail(runner, lines=15):
+    """The end of what an ansible-runner run printed: the reason a run that reached no host stopped (an ERROR!
+    before the first play, or a pattern that matched no host)."""
+    with runner.stdout as handle:
+        printed = handle.read().replace("\r\n", "\n").strip("\n").splitlines()
+    return "\n".join(("  " + line).rstrip() for line in printed[-lines:]) or "  (nothing)"
+
+
+@contextlib.contextmanager
+def extravars_args(extravars):
+    """The arguments that pass extravars to an Ansible run: a root-only file removed after the run, since
+    ansible-runner would otherwise write them into its env files or, with those suppressed, into the command line
+    it records in the artifacts."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="extravars-") as handle:
+        json.dump(extravars, handle)
+        handle.flush()
+        yield ["-e", "@" + handle.name]
+
+
 def playbook_vars(args):
     """The extra variables of a command's playbook, and the folder its report goes to (bench only): the
     command names that folder, so it knows where to look when the playbook is done."""
@@ -107,6 +169,7 @@ def playbook_vars(args):
 def run_playbook(args, playbook, extravars, out=sys.stdout, report_dir=None, status=True):
     import ansible_runner
 
+    tool = find_tool("ansible-playbook")
     artifacts = REPO / "artifacts"
     artifacts.mkdir(exist_ok=True)
     fleet_view = view.FleetView(status_dir=report_dir / progress.STATUS_FOLDER if report_dir and status else None,
@@ -118,20 +181,20 @@ def run_playbook(args, playbook, extravars, out=sys.stdout, report_dir=None, sta
         cmdline += ["--check", "--diff"]
     if getattr(args, "plan", False):
         cmdline += ["--check"]
-    # Extra variables travel in a root-only file removed after the run: ansible-runner would otherwise write
-    # them into its env files or, with those suppressed, into the command line it records in the artifacts.
-    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="extravars-") as handle, \
-            view.Screen(fleet_view, out) as screen:
-        json.dump(extravars, handle)
-        handle.flush()
+    with extravars_args(extravars) as extra, view.Screen(fleet_view, out) as screen:
         runner = ansible_runner.run(
             private_data_dir=str(artifacts), artifact_dir=str(artifacts), project_dir=str(REPO),
             playbook=str(REPO / playbook), inventory=str(pathlib.Path(args.inventory).resolve()),
-            cmdline=" ".join(cmdline + ["-e", "@" + handle.name]),
-            ident=utc_stamp() + "-" + args.command,
-            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True, event_handler=screen.handle,
-            settings={"suppress_env_files": True})
-    table, any_failed = summary_table(runner.stats or {}, fleet_view)
+            cmdline=" ".join(cmdline + extra), ident=utc_stamp() + "-" + args.command,
+            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "PATH": tools_path(tool)}, quiet=True,
+            event_handler=screen.handle, settings={"suppress_env_files": True})
+    if not stats_hosts(runner.stats or {}):
+        # Nothing ran on any host: a table would be empty, and the reason is only in what ansible-playbook printed.
+        sys.stderr.write("ascend-vllm-fleet %s: no host ran a task (%s exit code %s). The end of what it printed "
+                         "(%s):\n%s\n" % (args.command, tool, runner.rc, artifacts / runner.config.ident / "stdout",
+                                           run_tail(runner)))
+        return 1
+    table, any_failed = summary_table(runner.stats, fleet_view)
     out.write("\n%s\n" % table)
     summary = report_dir / "summary.json" if report_dir else None
     if summary and summary.exists():
@@ -143,11 +206,62 @@ def run_playbook(args, playbook, extravars, out=sys.stdout, report_dir=None, sta
 def command_verify(args, out=sys.stdout):
     # testinfra splits --hosts on commas, and every part needs its backend.
     hosts = ",".join("ansible://" + part for part in (args.limit or "ascend").split(","))
-    command = [sys.executable, "-m", "pytest", str(REPO / "tests" / "verify"), "--hosts=" + hosts,
-               "--ansible-inventory=%s" % pathlib.Path(args.inventory).resolve(), "-p", "no:cacheprovider", "-q"]
-    out.write("running: %s\n" % " ".join(command))
-    out.flush()
-    return subprocess.run(command, cwd=str(REPO)).returncode
+    pytest, inventory_tool = find_tool("pytest"), find_tool("ansible-inventory")
+    # testinfra runs ansible-inventory and ansible by name: they must be those found here.
+    env = dict(os.environ, PATH=tools_path(pytest, inventory_tool, find_tool("ansible")))
+    with inventory_with(args.inventory, extra_vars(args.extra_vars), inventory_tool, env) as inventory:
+        command = [pytest, str(REPO / "tests" / "verify"), "--hosts=" + hosts,
+                   "--ansible-inventory=%s" % pathlib.Path(inventory).resolve(), "-p", "no:cacheprovider", "-q"]
+        out.write("running: %s\n" % " ".join(command))
+        out.flush()
+        return subprocess.run(command, cwd=str(REPO), env=env).returncode
+
+
+@contextlib.contextmanager
+def inventory_with(inventory, extravars, inventory_tool, env):
+    """The inventory the verify suite is to read, with extravars over every host's variables.
+
+    The suite reads what a host should run from the inventory alone (testinfra's ansible-inventory, and the -i of
+    tests/verify/read.yml), so extra variables reach it in a copy of the inventory: each host's variables as Ansible
+    resolves them (group_vars/ and host_vars/ included), extravars over them, as host variables, which outrank the
+    inventory's and the roles' defaults as -e does. The copy's folder links everything else of the inventory's
+    folder, so that paths made from inventory_dir (fleet_api_key_file: credentials/api-key) are the same files."""
+    if not extravars:
+        yield inventory
+        return
+    source = pathlib.Path(inventory).resolve()
+    # An inventory Ansible cannot parse is only a warning to it, and the copy would hold no host.
+    listed = subprocess.run([inventory_tool, "-i", str(source), "--list"], cwd=str(REPO),
+                            env=dict(env, ANSIBLE_INVENTORY_UNPARSED_FAILED="true"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    if listed.returncode != 0:
+        raise SystemExit("ascend-vllm-fleet verify: %s could not read inventory %s to set -e on its hosts (exit code "
+                         "%d): %s\nFix: make `ansible-inventory -i %s --list` succeed"
+                         % (inventory_tool, source, listed.returncode, listed.stderr.strip()[-2000:], source))
+    groups = json.loads(listed.stdout)
+    hostvars = groups.pop("_meta", {}).get("hostvars", {})
+    given = set()
+
+    def host(name):
+        # A host's variables once, where it is first listed; its other groups only name it.
+        if name in given:
+            return None
+        given.add(name)
+        return dict(hostvars.get(name, {}), **extravars)
+
+    copy = {group: {"hosts": {name: host(name) for name in members.get("hosts", [])},
+                    "children": {child: None for child in members.get("children", [])}}
+            for group, members in groups.items()}
+    folder = source if source.is_dir() else source.parent
+    with tempfile.TemporaryDirectory(prefix="verify-inventory-") as tree:
+        written = pathlib.Path(tree) / "hosts.yml"
+        for entry in folder.iterdir():
+            # group_vars/ and host_vars/ are in the copy's host variables already; read again, host_vars/ would
+            # outrank extravars.
+            if entry.name not in ("group_vars", "host_vars", written.name):
+                (pathlib.Path(tree) / entry.name).symlink_to(entry)
+        written.write_text(json.dumps(copy, indent=1), encoding="utf-8")
+        yield str(written)
 
 
 def gather_facts(args, folder):
@@ -155,22 +269,25 @@ def gather_facts(args, folder):
     folder/<host> (what report.raw_from_facts reads). A host that does not answer stops it, named."""
     import ansible_runner
 
-    inventory = pathlib.Path(args.inventory or DEFAULT_INVENTORY).resolve()
+    inventory = pathlib.Path(args.inventory or default_inventory()).resolve()
     if not inventory.exists():
         raise SystemExit("ascend-vllm-fleet report --from-facts: inventory %s not found. Fix: pass -i "
                          "inventory/<site>/hosts.yml" % inventory)
+    tool = find_tool("ansible")
     artifacts = REPO / "artifacts"
     artifacts.mkdir(exist_ok=True)
     # A private data folder of its own: a playbook run's leaves files there that would become this run's arguments.
-    with tempfile.TemporaryDirectory(prefix="facts-") as private:
+    with tempfile.TemporaryDirectory(prefix="facts-") as private, extravars_args(extra_vars(args.extra_vars)) as extra:
         runner = ansible_runner.run(
             private_data_dir=private, artifact_dir=str(artifacts), project_dir=str(REPO),
             host_pattern=args.limit or "ascend", module="ansible.builtin.setup", module_args="filter=ansible_local",
-            inventory=str(inventory), ident=utc_stamp() + "-facts",
-            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}, quiet=True, settings={"suppress_env_files": True})
-    if runner.rc != 0 and not any(event.get("event", "").startswith("runner_on_") for event in runner.events):
-        raise SystemExit("ascend-vllm-fleet report --from-facts: Ansible could not ask the hosts for their facts "
-                         "(exit code %s). Fix: see %s" % (runner.rc, artifacts / runner.config.ident / "stdout"))
+            inventory=str(inventory), cmdline=" ".join(extra), ident=utc_stamp() + "-facts",
+            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "PATH": tools_path(tool)}, quiet=True,
+            settings={"suppress_env_files": True})
+    if not any(event.get("event", "").startswith("runner_on_") for event in runner.events):
+        raise SystemExit("ascend-vllm-fleet report --from-facts: Ansible asked no host for its facts (%s exit code "
+                         "%s). The end of what it printed (%s):\n%s" % (
+                             tool, runner.rc, artifacts / runner.config.ident / "stdout", run_tail(runner)))
     folder.mkdir(parents=True, exist_ok=True)
     missed = []
     for event in runner.events:
@@ -201,7 +318,14 @@ def command_doctor(args, extravars, report_dir, out=sys.stdout):
 
 
 def command_report(args, out=sys.stdout):
-    if args.from_facts:
+    if not args.from_facts:
+        given = [option for option, value in (("-i", args.inventory), ("-l", args.limit), ("-e", args.extra_vars))
+                 if value]
+        if given:
+            raise SystemExit("ascend-vllm-fleet report: %s: only used with --from-facts (by the Ansible run that "
+                             "reads the hosts' facts); without it the report is rebuilt from %s alone. Fix: add "
+                             "--from-facts, or leave out %s" % (", ".join(given), args.report_dir, ", ".join(given)))
+    else:
         report_dir = pathlib.Path(args.report_dir)
         report.refuse_existing_raw(report_dir)
         gather_facts(args, report_dir / "facts")
@@ -230,17 +354,23 @@ def build_parser():
             sub.add_argument("--from-facts", action="store_true",
                              help="first write raw/ from the hosts' local facts, each instance's last run (read with "
                                   "Ansible's setup module, kept in <report_dir>/facts/)")
-            sub.add_argument("-i", "--inventory", help="with --from-facts: the inventory (default: the twin's)")
+            sub.add_argument("-i", "--inventory", help="with --from-facts: the inventory (default: $ANSIBLE_INVENTORY, "
+                                                       "else the twin's)")
             sub.add_argument("-l", "--limit", help="with --from-facts: only these hosts (an Ansible pattern)")
+            sub.add_argument("-e", "--extra-vars", action="append", metavar="KEY=VALUE",
+                             help="with --from-facts: a variable for the Ansible run that reads the facts, such as "
+                                  "ansible_user (repeatable; values are parsed as JSON when they can be); without "
+                                  "--from-facts nothing runs Ansible, so a variable means nothing and is refused")
             sub.add_argument("--latency-target", type=float, default=bench_record.LATENCY_TARGET_S,
                              help="p95 latency (seconds) the recommended concurrency must meet (default %(default)g)")
             continue
-        sub.add_argument("-i", "--inventory", default=str(DEFAULT_INVENTORY),
-                         help="inventory file (default: the twin's)")
+        sub.add_argument("-i", "--inventory", default=default_inventory(),
+                         help="inventory file (default: $ANSIBLE_INVENTORY, else the twin's)")
         sub.add_argument("-l", "--limit", help="only these hosts (an Ansible pattern)")
-        if name != "verify":
-            sub.add_argument("-e", "--extra-vars", action="append", metavar="KEY=VALUE",
-                             help="set a variable (repeatable); values are parsed as JSON when they can be")
+        sub.add_argument("-e", "--extra-vars", action="append", metavar="KEY=VALUE",
+                         help="set a variable (repeatable); values are parsed as JSON when they can be" + (
+                             ". The suite reads it as every host's variable, over the inventory's, as a deploy "
+                             "with the same -e set it" if name == "verify" else ""))
         if name == "deploy":
             sub.add_argument("--check", action="store_true", help="show what would change, change nothing")
         if name == "bench":
