@@ -83,6 +83,9 @@ options:
       - Seconds one pull attempt may take before it is stopped and retried (0 for no limit). The image is many
         GB, and a pull that hangs on a dead connection would otherwise never end. Layers already downloaded are
         kept for the next attempt.
+      - It bounds each attempt, not the whole call, so that an attempt stopped on a dead connection is retried.
+        The call may take O(retries) times it, the waits between attempts, and at most 2 minutes for each other
+        Docker call (login, inspect, tag). Run the task with C(async) to bound it whole.
     type: int
     default: 3600
   docker:

@@ -18,8 +18,8 @@ description:
   - C(drain) sends the server no new request while those in flight go on; C(maint) takes it out entirely;
     C(ready) puts it back, to be used once its health checks pass.
   - With O(wait_idle), waits after a drain until the server holds no session (C(scur) of C(show stat)); with
-    O(wait_up), waits after ready until its health checks mark it UP. Both waits end after O(timeout) seconds
-    with a failure that names what is still open, or the last check.
+    O(wait_up), waits after ready until its health checks mark it UP. Both waits end within O(timeout) with a
+    failure that names what is still open, or the last check.
   - Changes something only when the server's admin state is not the one asked for.
 version_added: "1.0.0"
 author:
@@ -53,7 +53,11 @@ options:
     type: bool
     default: false
   timeout:
-    description: Seconds O(wait_idle) or O(wait_up) may wait (at least 1).
+    description:
+      - Seconds the whole call may take (at least 1) - every runtime API command and the wait of O(wait_idle) or
+        O(wait_up). Each command gets only what is left of it, and at most 10 s, for its whole answer; a failure
+        when it runs out names what the module was waiting on.
+      - A share of it, a tenth and at most 2 s, is kept for the last look at the server after a wait.
     type: int
     default: 600
   skip_unknown:
@@ -120,12 +124,14 @@ waited_s:
 
 import errno
 import os
+import re
 import socket
 import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline, DeadlinePassed
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
     OptionError,
     number_at_least,
@@ -134,8 +140,14 @@ from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import 
 )
 
 POLL_S = 0.5
-# Answers of one runtime API command are short; a socket that does not answer in this time is not HAProxy.
+# HAProxy's rule for backend and server names, in ASCII: the commands naming them go out as ASCII.
+HAPROXY_NAME = re.compile(r"[A-Za-z0-9_.:-]+")
+# Answers of one runtime API command are short; a socket that does not answer whole in this time is not HAProxy.
 COMMAND_TIMEOUT_S = 10
+# The share of timeout kept, after a wait, for the last look at the server (its sessions, its state), and its most:
+# HAProxy answers a command in milliseconds.
+LAST_LOOK_SHARE = 0.1
+LAST_LOOK_MOST_S = 2
 # srv_admin_state bits of `show servers state` (HAProxy's SRV_ADMF_*): maintenance and drain forced through
 # this API, which `set server ... state ready` clears.
 FORCED_MAINT = 0x01
@@ -155,10 +167,13 @@ class UnknownName(GatewayError):
 
 
 class RuntimeApi:
-    """HAProxy's runtime API on a UNIX socket: one command per connection, its answer read to the end."""
+    """HAProxy's runtime API on a UNIX socket: one command per connection, its answer read to the end within
+    COMMAND_TIMEOUT_S and what is left of deadline (module_utils/deadline.py), the module's; without one (a caller
+    that keeps the API for long), within COMMAND_TIMEOUT_S alone."""
 
-    def __init__(self, path):
+    def __init__(self, path, deadline=None):
         self.path = path
+        self.deadline = deadline
 
     def _unreachable(self, reason):
         return GatewayError("socket %s: %s: is HAProxy running with `stats socket %s level admin` in its global "
@@ -174,19 +189,27 @@ class RuntimeApi:
             raise self._unreachable("not a socket")
 
     def command(self, line):
+        """The answer to one command line; DeadlinePassed, naming it, when the deadline cut it."""
+        waiting_on = "HAProxy's answer to %r on socket %s" % (line, self.path)
+        # Bounds the whole answer, not each read: a socket that sends a byte now and then is cut off too.
+        answer_deadline = Deadline(COMMAND_TIMEOUT_S if self.deadline is None else
+                                   self.deadline.allow(waiting_on, COMMAND_TIMEOUT_S))
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        connection.settimeout(COMMAND_TIMEOUT_S)
         try:
+            connection.settimeout(answer_deadline.allow(waiting_on))
             connection.connect(self.path)
             connection.sendall(line.encode("ascii") + b"\n")
             chunks = []
             while True:
+                connection.settimeout(answer_deadline.allow(waiting_on))
                 chunk = connection.recv(65536)
                 if not chunk:
                     break
                 chunks.append(chunk)
-        except socket.timeout:
-            raise self._unreachable("no answer to %r within %d s" % (line, COMMAND_TIMEOUT_S)) from None
+        except (socket.timeout, DeadlinePassed):
+            if self.deadline is not None:
+                self.deadline.check(waiting_on)
+            raise self._unreachable("no whole answer to %r within %d s" % (line, COMMAND_TIMEOUT_S)) from None
         except OSError as error:
             if error.errno in (errno.ECONNREFUSED, errno.ENOENT):
                 raise self._unreachable("nothing answers on it (%s)" % os.strerror(error.errno)) from None
@@ -260,15 +283,17 @@ def open_sessions(api, backend, server):
 
 
 def wait_for(api, params, done, on_timeout):
-    """Seconds until done(server state) held; GatewayError from on_timeout(last state) after the timeout."""
+    """(Seconds until done(server state) held, that state); GatewayError from on_timeout(last state) once the wait's
+    time is over: the deadline's, less the last look's share."""
     started = time.time()
+    ends = api.deadline.before(min(params["timeout"] * LAST_LOOK_SHARE, LAST_LOOK_MOST_S))
     while True:
         current = describe(api, params["backend"], params["server"])
         if done(current):
-            return time.time() - started
-        if time.time() - started >= params["timeout"]:
+            return time.time() - started, current
+        if ends.passed():
             raise on_timeout(current)
-        time.sleep(POLL_S)
+        ends.sleep(POLL_S)
 
 
 def still_open(api, params, current):
@@ -287,9 +312,17 @@ def not_up(params, current):
                                                                    current["check"] or "none"))
 
 
+def timed_out(params, passed):
+    """The failure of a call whose timeout ran out, naming what it was waiting on."""
+    return ("%s/%s: the time ran out (timeout: %s s, the whole call) while waiting for %s. Fix: check that HAProxy "
+            "answers on its runtime API (systemctl status haproxy; echo 'show info' | socat stdio %s), or give a "
+            "longer timeout" % (params["backend"], params["server"], params["timeout"], passed.waiting_on,
+                                params["socket"]))
+
+
 def apply(params, check_mode):
     """The module's result: the server set to the state asked for, and the waits asked for done."""
-    api = RuntimeApi(params["socket"])
+    api = RuntimeApi(params["socket"], Deadline(params["timeout"]))
     api.check_socket()
     try:
         previous = describe(api, params["backend"], params["server"])
@@ -306,25 +339,27 @@ def apply(params, check_mode):
         answer = api.command(command).strip()
         if answer:
             raise GatewayError("HAProxy refused `%s`: %s. Fix: check the server's config" % (command, answer))
+    current = None
     if params["wait_idle"]:
-        waited = wait_for(api, params, lambda current: current["sessions"] == 0,
-                          lambda current: still_open(api, params, current))
+        waited, current = wait_for(api, params, lambda current: current["sessions"] == 0,
+                                   lambda current: still_open(api, params, current))
         result["waited_s"] = round(waited, 3)
     if params["wait_up"]:
-        waited = wait_for(api, params, lambda current: current["status"] in ("UP", "no check"),
-                          lambda current: not_up(params, current))
+        waited, current = wait_for(api, params, lambda current: current["status"] in ("UP", "no check"),
+                                   lambda current: not_up(params, current))
         result["waited_s"] = round(waited, 3)
-    result["current"] = describe(api, params["backend"], params["server"])
+    result["current"] = current or describe(api, params["backend"], params["server"])
     return result
 
 
 def check_options(params):
     for option in ("backend", "server"):
-        value = text_given(params, option, "an HAProxy %s name" % option, "give the name HAProxy's config uses")
-        if not all(character.isalnum() or character in "_.:-" for character in value):
-            raise OptionError("%s %r: expected an HAProxy name (letters, digits, '-', '_', '.' and ':'). Fix: give "
-                              "the name HAProxy's config uses" % (option, value))
-    number_at_least(params, "timeout", 1, "give the seconds the wait may take")
+        text_given(params, option, "an HAProxy %s name" % option, "give the name HAProxy's config uses")
+        # The value itself, not its stripped text: it goes into a command line, where a line break ends the command.
+        if not HAPROXY_NAME.fullmatch(params[option]):
+            raise OptionError("%s %r: expected an HAProxy name (ASCII letters, digits, '-', '_', '.' and ':'). Fix: "
+                              "give the name HAProxy's config uses" % (option, params[option]))
+    number_at_least(params, "timeout", 1, "give the seconds the whole call may take")
     if params["wait_idle"] and params["state"] == "ready":
         raise OptionError("wait_idle: waits for a server with no new requests, but state is ready. Fix: use it with "
                           "state drain or maint")
@@ -353,6 +388,8 @@ def main():
         result = apply(params, module.check_mode)
     except (OptionError, GatewayError) as error:
         module.fail_json(msg=str(error))
+    except DeadlinePassed as passed:
+        module.fail_json(msg=timed_out(params, passed))
     except Exception as error:  # anything unforeseen still names the server and the socket, not a traceback
         module.fail_json(msg=unexpected_failure("setting %s/%s to %s through %s" % (
             params["backend"], params["server"], params["state"], params["socket"]), error))

@@ -105,7 +105,10 @@ options:
     type: str
     default: iptables
   timeout:
-    description: Seconds each C(iptables) call may take, waiting for the xtables lock included.
+    description:
+      - Seconds the whole call may take (at least 1) - every C(iptables) call, waiting for the xtables lock
+        included, and systemd's reload of its units. Each gets only what is left of it; a failure when it runs out
+        names the call it was waiting on.
     type: int
     default: 30
 notes:
@@ -185,6 +188,7 @@ import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline, DeadlinePassed
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError, unexpected_failure
 from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import read_text, remove, write_atomically
 
@@ -217,28 +221,39 @@ HOOKS = {
 }
 
 
-class Iptables:
-    """The iptables commands this module runs, each bounded by the timeout."""
+def timed_out(deadline, waiting_on, why):
+    """The failure of a call whose timeout ran out, naming the call it was waiting on."""
+    return OptionError("the time ran out (timeout: %s s, the whole call) while waiting for %s (%s). Fix: find what "
+                       "holds it up, then run again, or give a longer timeout" % (deadline.seconds, waiting_on, why))
 
-    def __init__(self, command, timeout):
+
+class Iptables:
+    """The iptables commands this module runs, all within the deadline (module_utils/deadline.py), the module's."""
+
+    def __init__(self, command, deadline):
         self.command = shutil.which(command, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
         if not self.command:
             raise OptionError("iptables %r: no such command. Expected the iptables command (on a Docker host, the one "
                               "its engine uses for its own rules). Fix: install iptables, or set the iptables option "
                               "to its path" % command)
         self.restore = os.path.join(os.path.dirname(self.command), os.path.basename(self.command) + "-restore")
-        self.timeout = timeout
+        self.deadline = deadline
 
     def run(self, *args, stdin=None, command=None):
-        argv = [command or self.command, "-w", str(self.timeout)] + list(args)
+        called = "`%s`" % " ".join([command or self.command] + list(args))
+        lock = "the xtables lock held (fuser /run/xtables.lock), or the kernel busy"
+        try:
+            timeout = self.deadline.allow(called)
+        except DeadlinePassed:
+            raise timed_out(self.deadline, called, lock) from None
+        # The wait for the lock ends a little sooner, so that iptables says itself who holds it.
+        argv = [command or self.command, "-w", str(max(1, int(timeout) - 1))] + list(args)
         try:
             done = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   stdin=None if stdin is not None else subprocess.DEVNULL, encoding="utf-8",
-                                  errors="replace", check=False, timeout=self.timeout + 10)
+                                  errors="replace", check=False, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise OptionError("%s: no end after %ss (the xtables lock held, or the kernel busy). Fix: find what "
-                              "holds it (fuser /run/xtables.lock), then run again" % (" ".join(argv), self.timeout)
-                              ) from None
+            raise timed_out(self.deadline, called, lock) from None
         return done.returncode, done.stdout, done.stderr.strip()
 
     def must(self, *args, stdin=None, command=None):
@@ -377,8 +392,9 @@ class Firewall:
     def __init__(self, params, check_mode):
         self.params, self.check_mode = params, check_mode
         self.hook, self.chain = params["hook"], params["chain"]
+        self.deadline = Deadline(params["timeout"])
         try:
-            self.iptables = Iptables(params["iptables"], params["timeout"])
+            self.iptables = Iptables(params["iptables"], self.deadline)
         except OptionError:
             if params["state"] == "present":
                 raise
@@ -460,12 +476,14 @@ class Firewall:
         os.symlink(self.params["unit_file"], self.link)  # what `systemctl enable` makes for WantedBy
         self.daemon_reload()
 
-    @staticmethod
-    def daemon_reload():
+    def daemon_reload(self):
+        called = "`systemctl daemon-reload`"
         try:
             subprocess.run(["systemctl", "daemon-reload"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           stdin=subprocess.DEVNULL, check=True, timeout=60)
-        except (OSError, subprocess.SubprocessError) as error:
+                           stdin=subprocess.DEVNULL, check=True, timeout=self.deadline.allow(called, 60))
+        except (OSError, subprocess.SubprocessError, DeadlinePassed) as error:
+            if self.deadline.passed():
+                raise timed_out(self.deadline, called, "systemd busy: systemctl status tells") from None
             raise OptionError("systemctl daemon-reload failed (%s): systemd has not read the change to its units "
                               "(ascend-fleet's firewall unit). Fix: run systemctl daemon-reload on the host"
                               % error) from None
@@ -491,8 +509,8 @@ def check_options(params):
             raise OptionError("sources: empty; expected the addresses that may reach %(guarded)s (%(peers)s'). Fix: "
                               "list them%(listed)s, or %(open)s to leave the ports open to every address" % words)
     if params["timeout"] < 1:
-        raise OptionError("timeout: %s; expected at least 1 second. Fix: give the seconds each iptables call may "
-                          "take (30 by default)" % params["timeout"])
+        raise OptionError("timeout: %s; expected at least 1 second. Fix: give the seconds the whole call may take, "
+                          "iptables calls and all (30 by default)" % params["timeout"])
 
 
 def main():

@@ -66,7 +66,10 @@ options:
         session cookie). Never logged. It is not sent on to another host a download redirects to.
     type: str
   timeout:
-    description: Seconds to wait for the hub to answer or send more bytes before the attempt counts as failed.
+    description:
+      - Seconds to wait for the hub to answer or send more bytes before the attempt counts as failed.
+      - It bounds each wait, not the whole call, whose length is the model's size (many GB) over the hub's speed.
+        Run the task with C(async) to bound that (the model_weights role does).
     type: float
     default: 60
   retries:

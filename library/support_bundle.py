@@ -43,7 +43,7 @@ options:
     type: path
     default: /usr/local/Ascend/driver/tools/msnpureport
   msnpureport_timeout:
-    description: Seconds the export may take (at least 1).
+    description: Seconds the export may take, the whole run of C(msnpureport) (at least 1).
     type: int
     default: 600
   diagnosis:
@@ -103,6 +103,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline
 from ansible_collections.ascend.fleet.plugins.module_utils.host_evidence import (
     EVIDENCE_OPTIONS,
     check_evidence_options,
@@ -185,7 +186,10 @@ class Bundle:
         self.files[name] = content.encode("utf-8") if isinstance(content, str) else content
 
     def add_command(self, name, argv, timeout=120):
-        text, problem = command(argv, timeout)
+        self.add_output(name, argv, *command(argv, timeout))
+
+    def add_output(self, name, argv, text, problem):
+        """What a command printed (text, or None), and why it is not whole (problem, or None)."""
         if text:
             self.add(name, text)
         if problem:
@@ -217,19 +221,28 @@ class Bundle:
             raise
 
 
-def add_npu(bundle, params):
-    npu_smi = Gatherer(params).find_npu_smi()
+def npu_smi_output(gatherer, path, *args):
+    """(text, problem) of one npu-smi call, within what is left of the gatherer's deadline."""
+    code, output = gatherer.npu_smi(path, *args)
+    if code is None:
+        return None, output
+    return output, None if code == 0 else "exit code %s" % code
+
+
+def add_npu(bundle, params, deadline):
+    gatherer = Gatherer(params, deadline)
+    npu_smi = gatherer.find_npu_smi()
     if not npu_smi:
         bundle.missing["npu-smi/"] = "npu-smi not found (%s)" % (params["npu_smi"] or "on PATH")
         return
-    bundle.add_command("npu-smi/info.txt", [npu_smi, "info"], params["timeout"])
-    bundle.add_command("npu-smi/info-m.txt", [npu_smi, "info", "-m"], params["timeout"])
-    bundle.add_command("npu-smi/topo.txt", [npu_smi, "info", "-t", "topo"], params["timeout"])
-    listed, _problem = command([npu_smi, "info", "-l"], params["timeout"])
+    for name, args in (("info", ["info"]), ("info-m", ["info", "-m"]), ("topo", ["info", "-t", "topo"])):
+        bundle.add_output("npu-smi/%s.txt" % name, [npu_smi] + args, *npu_smi_output(gatherer, npu_smi, *args))
+    listed, _problem = npu_smi_output(gatherer, npu_smi, "info", "-l")
     for npu_id in sorted(set(re.findall(r"NPU ID\s*:\s*(\d+)", listed or ""))):
         for query in ("board", "health", "memory"):
-            bundle.add_command("npu-smi/%s-%s.txt" % (query, npu_id), [npu_smi, "info", "-t", query, "-i", npu_id],
-                               params["timeout"])
+            args = ["info", "-t", query, "-i", npu_id]
+            bundle.add_output("npu-smi/%s-%s.txt" % (query, npu_id), [npu_smi] + args,
+                              *npu_smi_output(gatherer, npu_smi, *args))
 
 
 def add_driver(bundle, params):
@@ -304,7 +317,10 @@ def add_msnpureport(bundle, params):
 
 
 def run(params, check_mode):
-    found = gather(params)  # its answer check left out: the doctor asked the instances already
+    # One timeout for every npu-smi call: the NPU facts' and the outputs packed. The evidence's answer check is left
+    # out: the doctor asked the instances already.
+    npu_deadline = Deadline(params["timeout"])
+    found = gather(params, npu_deadline=npu_deadline)
     bundle = Bundle()
     if params["diagnosis"]:
         bundle.add("doctor.json", json.dumps(params["diagnosis"], indent=2))
@@ -314,7 +330,7 @@ def run(params, check_mode):
         bundle.add("plan.json", json.dumps(found["plan"], indent=2))
     else:
         bundle.missing["plan.json"] = found["plan_problem"]
-    add_npu(bundle, params)
+    add_npu(bundle, params, npu_deadline)
     add_driver(bundle, params)
     add_docker(bundle, params)
     add_instances(bundle, found["evidence"]["instances"])

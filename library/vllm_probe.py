@@ -50,7 +50,12 @@ options:
         the key is never among them. An empty value means no key.
     type: path
   timeout:
-    description: Seconds to wait for readiness (at least 1).
+    description:
+      - Seconds the whole probe may take (at least 1) - the wait for readiness, the smoke request, the required
+        files' checks and the answer check. Each Docker call and HTTP request gets only what is left of it, and a
+        failure when it runs out names what the probe was waiting on.
+      - A share of it, a tenth and at most 10 s, is kept for reading the tail of the container's log after a
+        failure.
     type: int
     default: 900
   container:
@@ -83,7 +88,8 @@ options:
     type: int
     default: 64
   request_timeout:
-    description: Seconds to wait for the smoke answer (at least 1).
+    description: Seconds to wait for the smoke answer, and for each answer of the answer check (at least 1), within
+      what is left of O(timeout).
     type: int
     default: 300
   required_files:
@@ -178,7 +184,9 @@ smoke_latency_s:
   type: float
   sample: 5.9
 logs:
-  description: Tail of the container's logs, on failure (empty without C(container)).
+  description:
+    - Tail of the container's logs, on failure (empty without C(container)), or, in parentheses, why C(docker logs)
+      gave none in the time left.
   returned: when the server did not become ready or failed the smoke request
   type: str
   sample: "ERROR ValueError: Ascend 310P does not support dtype bfloat16"
@@ -198,6 +206,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import (
     degenerate,
     quote,
 )
+from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline, DeadlinePassed
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
     Client,
@@ -217,9 +226,18 @@ from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import 
 from ansible_collections.ascend.fleet.plugins.module_utils.png_images import generated_size, png_image
 
 POLL_S = 2
+# The share of timeout kept for the tail of the container's log after a failure, and its most: a probe that ran out
+# of time waiting for a slow load is the one whose log says most.
+LOG_SHARE = 0.1
+LOG_SHARE_MOST_S = 10
+# The longest one readiness request may take: a server that loads answers them in milliseconds.
+HEALTH_TIMEOUT_S = 5
+MODELS_TIMEOUT_S = 10
 # Docker's own rule for container names; a container id matches it too.
 CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
 SERVER_LOG_FIX = "Fix: read the server's log (docker logs of its container) for what it did with the request"
+TIMEOUT_FIX = ("a model still loading, or a slow answer, needs a longer timeout (vllm_server_ready_timeout); a Docker "
+               "call that hangs needs its daemon looked at (systemctl status docker, journalctl -u docker)")
 
 
 class ProbeFailed(Exception):
@@ -230,14 +248,14 @@ class ProbeFailed(Exception):
         self.result = result
 
 
-def container_state(docker, name):
+def container_state(docker, name, deadline):
     """(running, restarts, status text) of a container, or (False, 0, reason) when it does not exist.
 
     restarts counts the restarts Docker's restart policy made: a container that crashes while loading is started
     again at once and may look running whenever it is looked at.
     """
-    code, out, err = run_docker(docker, "inspect", "--format",
-                                "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}", "--", name)
+    code, out, err = run_docker(docker, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}} "
+                                "{{.RestartCount}}", "--", name, deadline=deadline)
     if code is None:
         return False, 0, "`docker inspect` of container %s %s: the Docker daemon does not answer" % (name, err)
     if code != 0:
@@ -247,57 +265,78 @@ def container_state(docker, name):
     return status == "running", restarts, "container %s is %s (exit code %s)" % (name, status, exit_code)
 
 
-def container_logs(docker, name, lines):
-    _code, out, err = run_docker(docker, "logs", "--tail", str(lines), "--", name)
+def container_logs(docker, name, lines, deadline):
+    """The tail of the container's log; what stood in its way when it cannot be read in the time left."""
+    try:
+        code, out, err = run_docker(docker, "logs", "--tail", str(lines), "--", name, deadline=deadline)
+    except DeadlinePassed as passed:
+        return "(no log: %s)" % passed
+    if code is None:
+        return "(no log: `docker logs` %s)" % err
     return (out + err).strip()
 
 
-def wait_ready(client, params):
+def wait_ready(client, params, deadline):
     """Seconds until ready and the served names; raises RuntimeError with the reason."""
     started = time.time()
     last = "no answer yet"
     restarts_before = None
     while True:
-        if params["container"]:
-            running, restarts, state = container_state(params["docker"], params["container"])
-            if not running:
-                raise RuntimeError("%s before it became ready (last check: %s). Fix: the log below says why it "
-                                   "stopped" % (state, last))
-            restarts_before = restarts if restarts_before is None else restarts_before
-            if restarts > restarts_before:
-                raise RuntimeError("container %s crashed and was restarted by Docker %d time(s) while loading: it "
-                                   "is in a restart loop (last check: %s). Fix: the log below says why it stopped"
-                                   % (params["container"], restarts - restarts_before, last))
-        status, health = client.call("GET", "/health", timeout=5)
-        if status == 200:
-            status, models = client.call("GET", "/v1/models", timeout=10)
-            names = served_models(models)
-            if status == 200 and params["model"] in names:
-                return time.time() - started, names
-            if status in (401, 403):
-                # vLLM checks the key on /v1/* only: /health answered, so waiting longer cannot help.
-                raise RuntimeError("the server refuses the API key: /v1/models answered %d %s. Fix: the key given "
-                                   "(api_key, from fleet_api_key) must be the one the server was started with "
-                                   "(its --api-key or VLLM_API_KEY, in the instance's env file); deploy again to "
-                                   "start the instance with the fleet's key" % (status, str(models)[:200]))
-            # What a server lists is quoted in part: a huge answer is no message.
-            listed = str(names or models)[:300]
-            last = "/v1/models answered %s, listing %s, not %s" % (status, listed, params["model"])
-        else:
-            last = "/health answered %s" % (status if status is not None else health)
-        if time.time() - started > params["timeout"]:
-            raise RuntimeError("not ready after %ss: %s. Fix: check that model names the served model name and "
-                               "base_url the server; a model still loading needs a longer timeout"
-                               % (params["timeout"], last))
-        time.sleep(POLL_S)
+        try:
+            if params["container"]:
+                running, restarts, state = container_state(params["docker"], params["container"], deadline)
+                if not running:
+                    raise RuntimeError("%s before it became ready (last check: %s). Fix: the log below says why it "
+                                       "stopped" % (state, last))
+                restarts_before = restarts if restarts_before is None else restarts_before
+                if restarts > restarts_before:
+                    raise RuntimeError("container %s crashed and was restarted by Docker %d time(s) while loading: "
+                                       "it is in a restart loop (last check: %s). Fix: the log below says why it "
+                                       "stopped" % (params["container"], restarts - restarts_before, last))
+            status, health = request(client, deadline, "GET", "/health", HEALTH_TIMEOUT_S)
+            if status == 200:
+                status, models = request(client, deadline, "GET", "/v1/models", MODELS_TIMEOUT_S)
+                names = served_models(models)
+                if status == 200 and params["model"] in names:
+                    return time.time() - started, names
+                if status in (401, 403):
+                    # vLLM checks the key on /v1/* only: /health answered, so waiting longer cannot help.
+                    raise RuntimeError("the server refuses the API key: /v1/models answered %d %s. Fix: the key "
+                                       "given (api_key, from fleet_api_key) must be the one the server was started "
+                                       "with (its --api-key or VLLM_API_KEY, in the instance's env file); deploy "
+                                       "again to start the instance with the fleet's key"
+                                       % (status, str(models)[:200]))
+                # What a server lists is quoted in part: a huge answer is no message.
+                listed = str(names or models)[:300]
+                last = "/v1/models answered %s, listing %s, not %s" % (status, listed, params["model"])
+            else:
+                last = "/health answered %s" % (status if status is not None else health)
+            deadline.check("the server to become ready")
+        except DeadlinePassed as passed:
+            raise RuntimeError("not ready after %ss: the time ran out while waiting for %s (last check: %s). Fix: "
+                               "check that model names the served model name and base_url the server; %s"
+                               % (params["timeout"], passed.waiting_on, last, TIMEOUT_FIX)) from None
+        deadline.sleep(POLL_S)
 
 
-def smoke(client, params, size):
+def request(client, deadline, method, path, most):
+    """(status, answer) of one request within what is left of the deadline, at most `most` seconds; DeadlinePassed
+    when the deadline cut it."""
+    waiting_on = "%s %s" % (method, path)
+    status, answer = client.call(method, path, timeout=deadline.allow(waiting_on, most))
+    if status is None:
+        deadline.check(waiting_on)
+    return status, answer
+
+
+def smoke(client, params, size, deadline):
     body = ImageChat(params["model"], params["prompt"], params["max_tokens"]).body(image_data_url(png_image(*size)))
     started = time.time()
-    status, reply = client.chat(body, timeout=params["request_timeout"])
+    waiting_on = "the image request's answer"
+    status, reply = client.chat(body, timeout=deadline.allow(waiting_on, params["request_timeout"]))
     elapsed = time.time() - started
     if status is None:
+        deadline.check(waiting_on)
         raise RuntimeError("the image request got no answer: %s. %s" % (reply, SERVER_LOG_FIX))
     if status != 200:
         raise RuntimeError("the image request answered HTTP %d: %s. %s" % (status, str(reply)[:500], SERVER_LOG_FIX))
@@ -346,10 +385,11 @@ def check_options(params):
                           % error) from None
 
 
-def check_required_files(params):
+def check_required_files(params, deadline):
     """Each of required_files is in the container; RuntimeError naming the first that is not."""
     for path in params["required_files"]:
-        code, out, err = run_docker(params["docker"], "exec", "--", params["container"], "test", "-e", path)
+        code, out, err = run_docker(params["docker"], "exec", "--", params["container"], "test", "-e", path,
+                                    deadline=deadline)
         if code is None:
             raise RuntimeError("`docker exec -- %s test -e %s` %s: the Docker daemon or the container does not "
                                "answer. Fix: check the daemon (systemctl status docker) and the container's log "
@@ -361,14 +401,15 @@ def check_required_files(params):
                                % (path, code, ": " + (err or out).strip() if (err or out).strip() else ""))
 
 
-def check_answers_of(client, params, smoke_answer):
+def check_answers_of(client, params, smoke_answer, deadline):
     """The answer check's verdict (module_utils/answer_check.py); RuntimeError quoting what failed."""
     if params["answer_check"] != "none":
         why = degenerate(smoke_answer)
         if why:
             raise RuntimeError("the image request's answer %s is degenerate (%s). %s"
                                % (quote(smoke_answer), why, ANSWER_FIX))
-    verdict = check_answers(asker(client, params["model"], params["request_timeout"]), params["answer_check"])
+    verdict = check_answers(asker(client, params["model"], params["request_timeout"], deadline),
+                            params["answer_check"])
     if not verdict["passed"]:
         raise RuntimeError(verdict["failure"])
     return verdict
@@ -378,15 +419,22 @@ def probe(client, params, size):
     """The module's result once the server is ready (and answered the smoke request and the answer check);
     ProbeFailed otherwise, with the tail of the container's log."""
     result = {"changed": False}
+    deadline = Deadline(params["timeout"])
+    # The waits end early enough to leave the log tail its share of the time.
+    waits = deadline.before(min(params["timeout"] * LOG_SHARE, LOG_SHARE_MOST_S)) if params["container"] else deadline
     try:
-        ready_after, names = wait_ready(client, params)
-        result.update(ready_after_s=round(ready_after, 3), models=names)
-        if params["smoke_test"]:
-            check_required_files(params)
-            result.update(smoke(client, params, size))
-            result["answer_check"] = check_answers_of(client, params, result["answer"])
+        try:
+            ready_after, names = wait_ready(client, params, waits)
+            result.update(ready_after_s=round(ready_after, 3), models=names)
+            if params["smoke_test"]:
+                check_required_files(params, waits)
+                result.update(smoke(client, params, size, waits))
+                result["answer_check"] = check_answers_of(client, params, result["answer"], waits)
+        except DeadlinePassed as passed:
+            raise RuntimeError("ready, but the time ran out (timeout: %ss, the whole probe) while waiting for %s. "
+                               "Fix: %s" % (params["timeout"], passed.waiting_on, TIMEOUT_FIX)) from None
     except RuntimeError as error:
-        logs = container_logs(params["docker"], params["container"], params["log_lines"]) \
+        logs = container_logs(params["docker"], params["container"], params["log_lines"], deadline) \
             if params["container"] else ""
         where = params["container"] or params["base_url"]
         message = "%s: %s" % (where, error)

@@ -199,14 +199,19 @@ def judge(question, answer, mode):
     return ("wrong", why) if why else ("right", None)
 
 
-def asker(client, model, timeout):
+def asker(client, model, timeout, deadline=None):
     """ask(question): the text a server (an openai_client.Client) answers to a known question, greedy (temperature
-    0, so a healthy model gives its best answer every time); AnswerError when it gives no text."""
+    0, so a healthy model gives its best answer every time); AnswerError when it gives no text. timeout bounds each
+    answer; deadline (module_utils/deadline.py), the module's, all of them: each gets at most what is left of it, and
+    one it cuts is DeadlinePassed, not a question left unanswered."""
 
     def ask(question):
         body = ImageChat(model, question.prompt, ANSWER_MAX_TOKENS, temperature=0).body(
             image_data_url(question.png()))
-        status, reply = client.chat(body, timeout=timeout)
+        waiting_on = "the answer to the answer check's question %s" % question.name
+        status, reply = client.chat(body, timeout=timeout if deadline is None else deadline.allow(waiting_on, timeout))
+        if status is None and deadline is not None:
+            deadline.check(waiting_on)
         if status != 200:
             raise AnswerError("the server answered %s: %s" % (
                 "HTTP %d" % status if status is not None else "nothing", quote(str(reply))))

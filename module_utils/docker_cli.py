@@ -27,16 +27,20 @@ class DockerUnavailable(OptionError):
             "to its path" % self.why)
 
 
-def run_docker(docker, *args, timeout=None, stdin=None):
+def run_docker(docker, *args, timeout=None, stdin=None, deadline=None):
     """(exit code, stdout, stderr) of one Docker CLI call, bytes that are not UTF-8 replaced.
 
     Callers put `--` before any name they pass, so that no value, whatever it holds, is read as an option.
     timeout (seconds; None: DEFAULT_TIMEOUT_S; 0: none, for a pull the caller bounds otherwise): the call is
     killed after it, giving exit code None and the reason as stderr (the daemon stops a pull whose client went
-    away, and keeps the layers it has). stdin: text given to the call on its standard input (a password, which
-    never goes on a command line).
+    away, and keeps the layers it has). deadline (module_utils/deadline.py), the module's: the call gets at most
+    what is left of it, and DeadlinePassed, naming the call, when nothing is left or the call was cut by it.
+    stdin: text given to the call on its standard input (a password, which never goes on a command line).
     """
     timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout or None
+    called = "`%s %s`" % (docker, " ".join(args))
+    if deadline is not None:
+        timeout = deadline.allow(called, timeout)
     try:
         done = subprocess.run([docker] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, input=stdin,
                               stdin=None if stdin is not None else subprocess.DEVNULL, encoding="utf-8",
@@ -44,5 +48,7 @@ def run_docker(docker, *args, timeout=None, stdin=None):
     except OSError as error:
         raise DockerUnavailable(docker, error) from None
     except subprocess.TimeoutExpired:
+        if deadline is not None:
+            deadline.check(called)
         return None, "", "no end after %ss: stopped (timeout)" % timeout
     return done.returncode, done.stdout, done.stderr

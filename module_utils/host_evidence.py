@@ -151,11 +151,12 @@ def check_evidence_options(params):
                               "for example {model: /data/models/Qwen3-VL-8B-Instruct}" % (purpose, path))
 
 
-def gather(params, runner=run_docker, now=None):
+def gather(params, runner=run_docker, now=None, npu_deadline=None):
     """The evidence of this host for diagnosis.diagnose, and the plan it was read against ({plan, plan_problem,
-    evidence}): a host without a plan has no instances to read; one whose plan cannot be read says why."""
+    evidence}): a host without a plan has no instances to read; one whose plan cannot be read says why.
+    npu_deadline: the deadline the module's other npu-smi calls share with the NPU facts' (npu_gather.Gatherer)."""
     now = time.time() if now is None else now
-    npu = Gatherer(params).gather()
+    npu = Gatherer(params, npu_deadline).gather()
     plan, plan_problem = None, None
     try:
         plan = read(params["plan_file"], params["host"])

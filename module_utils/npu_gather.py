@@ -16,6 +16,7 @@ import platform
 import shutil
 import subprocess
 
+from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline, DeadlinePassed
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import container_of, davinci_number
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_smi import (
     MANAGER_DEVICES,
@@ -77,11 +78,17 @@ def cpu_model():
 
 
 class Gatherer:
-    """The facts of one host, gathered with the NPU_OPTIONS of params (a module's, which may hold more)."""
+    """The facts of one host, gathered with the NPU_OPTIONS of params (a module's, which may hold more).
 
-    def __init__(self, params):
+    Every npu-smi call shares deadline (module_utils/deadline.py), the module's: each gets what is left of it, and a
+    call the time does not reach is not run, and named in problems. gather() starts one of the timeout when none was
+    given; a call outside gather() without one (the exporter's reading) has the timeout to itself.
+    """
+
+    def __init__(self, params, deadline=None):
         self.params = dict((name, params[name]) for name in NPU_OPTIONS)
         self.problems = []
+        self.deadline = deadline
 
     def find_npu_smi(self):
         wanted = self.params["npu_smi"]
@@ -99,11 +106,18 @@ class Gatherer:
     def npu_smi(self, path, *args):
         """(exit code, stdout+stderr) of one npu-smi call; never raises."""
         command = [path] + list(args)
+        whole = "timeout (%ss, all npu-smi calls together)" % self.params["timeout"]
+        try:
+            timeout = self.params["timeout"] if self.deadline is None else self.deadline.allow(command[0])
+        except DeadlinePassed:
+            return None, "not run: %s had run out" % whole
         try:
             result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    timeout=self.params["timeout"], check=False)
+                                    timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
-            return None, "timed out after %ss" % self.params["timeout"]
+            if self.deadline is None:
+                return None, "timed out after %ss" % self.params["timeout"]
+            return None, "timed out: %s ran out" % whole
         except OSError as error:
             return None, str(error)
         return result.returncode, utf8_text(result.stdout, "`npu-smi %s` printed" % " ".join(args), self.problems)
@@ -119,6 +133,8 @@ class Gatherer:
 
     def gather(self):
         params = self.params
+        if self.deadline is None:
+            self.deadline = Deadline(params["timeout"])
         facts = {
             "present": False, "ready": False, "problems": self.problems, "npu_smi": None,
             "npu_smi_version": None, "driver_version": None, "driver_version_file": None,

@@ -26,7 +26,10 @@ options:
     type: path
     default: /dev
   timeout:
-    description: Seconds to wait for each npu-smi call (at least 1); a wedged driver can make npu-smi hang.
+    description:
+      - Seconds all the module's npu-smi calls may take together (at least 1); a wedged driver can make npu-smi
+        hang. Each call gets only what is left of it; a call the time does not reach is not run, and is named
+        with the timeout where the module tells what it could not read.
     type: int
     default: 60
 """

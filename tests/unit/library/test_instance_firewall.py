@@ -6,6 +6,7 @@ it made for its hook and nothing of the other's; what it cannot use is refused w
 import ipaddress
 import json
 import os
+import time
 
 import pytest
 from module_runs import assert_refused, run_module
@@ -304,3 +305,22 @@ def test_hook_input_refusals_speak_of_the_exporters_and_change_nothing(exporters
     assert_refused(result, *expected)
     assert "gateway" not in result["msg"] and "vllm_server" not in result["msg"]
     assert chains(exporters) == before
+
+
+def test_the_timeout_bounds_every_iptables_call_together(host):
+    """Each call two seconds late, well within what one call may take, the half-dozen calls of a run past a whole
+    timeout: the run ends at it, naming the call it was waiting on."""
+    real = host / "real"
+    real.mkdir()
+    for name in ("iptables", "iptables-restore"):
+        (real / name).symlink_to(REPO / "tests/fake_iptables.py")
+        slow = host / "bin" / name
+        slow.unlink()
+        slow.write_text("#!/bin/sh\nsleep 2\nexec %s \"$@\"\n" % (real / name))
+        slow.chmod(0o755)
+    started = time.monotonic()
+    result = guard(host, ports=[8000], sources=["10.0.8.20"], timeout=3)
+    elapsed = time.monotonic() - started
+    assert_refused(result, "the time ran out (timeout: 3 s, the whole call) while waiting for `%s" % (host / "bin"),
+                   "xtables lock")
+    assert elapsed < 9, "the module took %.1f s with timeout 3" % elapsed

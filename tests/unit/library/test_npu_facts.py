@@ -4,6 +4,7 @@ trouble named in problems, ready only when every chip was read)."""
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from module_runs import MODULE_ENV, RUN_MODULE, assert_refused, module_doc, run_module
@@ -299,3 +300,25 @@ def test_npu_smi_printing_garbage_lists_no_chip(tmp_path):
     facts = run_module("npu_facts", **fake_host(tmp_path, info="\udcff\udcfe| | |\n|\n+--+\n"))[
         "ansible_facts"]["ascend"]
     assert facts["ready"] is False and any("listed no NPU chip" in p for p in facts["problems"])
+
+
+def slow_npu_smi(tmp_path, real):
+    """npu-smi as real answers it, each call but `npu-smi info` a second late: well within a per-call timeout,
+    twenty calls of a four-card host past a whole one."""
+    slow = tmp_path / "slow-npu-smi"
+    slow.write_text("#!/bin/sh\n[ \"$*\" = info ] || sleep 1\nexec %s \"$@\"\n" % real)
+    slow.chmod(0o755)
+    return str(slow)
+
+
+def test_the_timeout_bounds_every_npu_smi_call_together(tmp_path):
+    """What the time did not reach is named in problems, with the timeout; the facts read before it stay."""
+    _root, paths = twin_host(tmp_path, hosts.load_profiles()["seed_duo4"])
+    started = time.monotonic()
+    facts = run_npu_facts(tmp_path, **dict(paths, npu_smi=slow_npu_smi(tmp_path, paths["npu_smi"]), timeout=3))
+    elapsed = time.monotonic() - started
+    assert elapsed < 9, "npu_facts took %.1f s with timeout 3" % elapsed
+    assert facts["present"] and facts["chip_count"] == 8, "`npu-smi info` answered at once"
+    unread = [problem for problem in facts["problems"] if "timeout (3s, all npu-smi calls together)" in problem]
+    assert any(problem.startswith("`npu-smi info -t board") and "not run" in problem for problem in unread), (
+        facts["problems"])

@@ -1,12 +1,15 @@
-"""library/support_bundle.py: secrets scrubbed from every file, a bundle written whole or not at all."""
+"""library/support_bundle.py: secrets scrubbed from every file, a bundle written whole or not at all, every npu-smi
+call within one timeout."""
 import os
 import stat
 import tarfile
+import time
 
 import pytest
 from module_runs import run_module
 
 from ansible_collections.ascend.fleet.plugins.modules import support_bundle
+from twin import hosts
 
 KEY = "sk-fleet-0123456789abcdef"
 
@@ -107,3 +110,23 @@ def test_in_check_mode_nothing_is_written(tmp_path):
     result = run_module("support_bundle", host="npu-x", dest=str(dest), plan_file=str(tmp_path / "plan.json"),
                         npu_smi=str(tmp_path / "npu-smi"), _ansible_check_mode=True)
     assert not result["changed"] and result["size"] == 0 and not dest.exists(), result
+
+
+def test_every_npu_smi_call_shares_the_timeout(tmp_path):
+    """The NPU facts' calls and the outputs packed: each but `npu-smi info` a second late, well within a per-call
+    timeout, thirty-odd of them on a four-card host past a whole one. What the time did not reach is named in the
+    manifest."""
+    root = tmp_path / "host"
+    hosts.build_root(root, hosts.load_profiles()["seed_duo4"])
+    slow = tmp_path / "slow-npu-smi"
+    slow.write_text("#!/bin/sh\n[ \"$*\" = info ] || sleep 1\nexec %s \"$@\"\n" % (root / "usr/local/bin/npu-smi"))
+    slow.chmod(0o755)
+    started = time.monotonic()
+    result = run_module("support_bundle", host="npu-x", dest=str(tmp_path / "npu-x.tar.gz"),
+                        plan_file=str(tmp_path / "plan.json"), npu_smi=str(slow), timeout=3,
+                        msnpureport=str(tmp_path / "none"), docker="/nonexistent/docker", _ansible_check_mode=True)
+    elapsed = time.monotonic() - started
+    assert elapsed < 9, "the bundle took %.1f s with timeout 3" % elapsed
+    # The NPU facts, read first, took the time: no output was packed after them.
+    for name in ("npu-smi/info.txt", "npu-smi/topo.txt"):
+        assert "not run: timeout (3s, all npu-smi calls together) had run out" in result["missing"][name], result

@@ -1,10 +1,12 @@
 """library/vllm_probe.py on options it cannot use and on answers no vLLM server gives, from a tiny local server
-whose answers each test scripts (tests/fake_vllm.py's Scripted; test_vllm_benchmark.py streams from it too)."""
+whose answers each test scripts (tests/fake_vllm.py's Scripted; test_vllm_benchmark.py streams from it too); and
+its timeout, which bounds the whole probe, against a Docker CLI that hangs and a server that trickles."""
+import http.server
 import json
 import time
 
 import pytest
-from fake_vllm import MODEL, Scripted, scripted  # noqa: F401  (the fixture)
+from fake_vllm import MODEL, Scripted, scripted, serving  # noqa: F401  (the fixture)
 from module_runs import SECRET, SHORT_DOCKER_TIMEOUT, assert_refused, run_module
 
 from conftest import free_port
@@ -155,3 +157,68 @@ def test_a_key_read_from_its_env_file_is_masked_when_the_server_echoes_it(script
     result = probe(base_url=scripted, api_key_file=str(env_file), timeout=5)
     assert result.get("failed") and "HTTP 500" in result["msg"], result
     assert SECRET not in json.dumps(result)
+
+
+def test_a_docker_inspect_that_hangs_ends_the_probe_at_its_timeout_naming_the_call(scripted, tmp_path):  # noqa: F811
+    """Each Docker call is bounded on its own (two minutes); the timeout bounds their sum. The stand-in hangs for
+    20 s, so that the test ends soon even where the probe waits for it."""
+    hung = tmp_path / "docker"
+    hung.write_text("#!/bin/sh\nexec sleep 20\n")
+    hung.chmod(0o755)
+    started = time.monotonic()
+    result = probe(base_url=scripted, timeout=3, container="vllm-ascend", docker=str(hung))
+    elapsed = time.monotonic() - started
+    assert_refused(result, "not ready after 3s: the time ran out while waiting for `%s inspect" % hung,
+                   "-- vllm-ascend`", "systemctl status docker")
+    assert elapsed < 12, "the probe took %.1f s with timeout 3" % elapsed
+
+
+class Trickling(http.server.BaseHTTPRequestHandler):
+    """A server that is ready at once and answers its first `quick` chat requests whole and at once, and the next
+    a byte every TRICKLE_S, each read well within a per-read timeout (the whole answer in about 15 s)."""
+
+    quick = 0
+    chats = 0
+    ANSWER = json.dumps({"choices": [{"message": {"content": "a picture of squares"}}], "usage": {}}).encode()
+    TRICKLE_S = 0.25
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": MODEL}]}).encode() if self.path.endswith("/v1/models") else b""
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).chats += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.ANSWER)))
+        self.end_headers()
+        if self.chats <= self.quick:
+            self.wfile.write(self.ANSWER)
+            return
+        for position in range(len(self.ANSWER)):
+            self.wfile.write(self.ANSWER[position:position + 1])
+            self.wfile.flush()
+            time.sleep(self.TRICKLE_S)
+
+
+@pytest.mark.parametrize("quick,answer_check,waiting_on", [
+    (0, "none", "the image request's answer"),
+    (1, "sane", "the answer to the answer check's question"),
+], ids=["smoke request", "answer check"])
+def test_a_server_that_trickles_its_answer_ends_the_probe_at_its_timeout(quick, answer_check, waiting_on):
+    """request_timeout (300 s) bounds one answer; the timeout bounds the probe, questions and all."""
+    Trickling.quick, Trickling.chats = quick, 0
+    with serving(Trickling) as url:
+        started = time.monotonic()
+        result = probe(base_url=url, timeout=3, request_timeout=300, answer_check=answer_check)
+        elapsed = time.monotonic() - started
+    assert_refused(result, "the time ran out (timeout: 3s, the whole probe) while waiting for " + waiting_on)
+    assert result["models"] == [MODEL] and Trickling.chats == quick + 1
+    assert elapsed < 12, "the probe took %.1f s with timeout 3" % elapsed
