@@ -29,8 +29,9 @@ from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import 
 )
 
 SALT_CHARACTERS = string.ascii_letters + string.digits
-# Docker's rule for container names, which instances' names are.
-INSTANCE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+# Docker's rule for container names, which instances' names are; for fullmatch (re.match's `$` lets a name end in a
+# line break, which would start a new line wherever the name is written).
+INSTANCE_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 # The layout of the plan file: a reader refuses another, so that no field is read with another meaning.
 PLAN_FORMAT = 1
 FIX_DEPLOY = "Fix: deploy the host again (ansible-playbook site.yml --tags server --limit %s), which rewrites it"
@@ -48,7 +49,9 @@ def complete(plan, config_dir):
 
 
 def check(plan, host, path):
-    """The plan, once it is one vllm_plan wrote for host, with instances on usable ports; PlanError otherwise."""
+    """The plan, once it is one vllm_plan wrote for host, with instances named as containers are and on usable ports;
+    PlanError otherwise. A name is a container's, a server's in haproxy.cfg and the stem of the instance's files:
+    one that is not a container name could climb out of the config folder or add lines where it is written."""
     where = "serving plan of %s (%s)" % (host, path)
     if not isinstance(plan, dict) or plan.get("format") != PLAN_FORMAT:
         found = plan.get("format") if isinstance(plan, dict) else type(plan).__name__
@@ -60,11 +63,15 @@ def check(plan, host, path):
     if not isinstance(instances, list) or not instances:
         raise PlanError("%s: no instances. %s" % (where, FIX_DEPLOY % host))
     for instance in instances:
-        port = instance.get("port") if isinstance(instance, dict) else None
+        name = instance.get("name") if isinstance(instance, dict) else None
+        if not isinstance(name, str) or not INSTANCE_NAME.fullmatch(name):
+            raise PlanError("%s: instance %s, expected one whose name is a container name (letters, digits, '_', "
+                            "'.' and '-', starting with a letter or digit, nothing else). %s"
+                            % (where, json.dumps(instance)[:200], FIX_DEPLOY % host))
+        port = instance.get("port")
         if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
             raise PlanError("%s: instance %s has port %s, expected a number from 1 to 65535. %s" % (
-                where, json.dumps(instance.get("name") if isinstance(instance, dict) else instance),
-                json.dumps(port), FIX_DEPLOY % host))
+                where, json.dumps(name), json.dumps(port), FIX_DEPLOY % host))
     return plan
 
 

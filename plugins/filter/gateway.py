@@ -12,19 +12,23 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ascend.fleet.plugins.module_utils.serving_plan import INSTANCE_NAME
 
 # HAProxy's rule for names: letters, digits, '-', '_', '.' and ':'. A server name joins the host and the
-# instance with ':', which no instance name holds (Docker's rule), so every pair gets a name of its own.
-HAPROXY_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
+# instance with ':', which no instance name holds (Docker's rule), so every pair gets a name of its own. Both are
+# matched whole (fullmatch): a name ending in a line break would add a line to haproxy.cfg.
+HAPROXY_NAME = re.compile(r"[A-Za-z0-9_.:-]+")
 
 
 def gateway_server_name(host, instance_name):
     """The HAProxy server name of one instance of one serving host: <inventory name>:<instance name>."""
-    if not isinstance(host, str) or not HAPROXY_NAME.match(host):
+    if not isinstance(host, str) or not HAPROXY_NAME.fullmatch(host):
         raise AnsibleFilterError("serving host %s: its inventory name cannot name an HAProxy server (letters, "
                                  "digits, '-', '_', '.' and ':' only). Fix: rename the host in the inventory, "
                                  "keeping its address in ansible_host" % json.dumps(host))
-    if not isinstance(instance_name, str) or not INSTANCE_NAME.match(instance_name):
+    if not isinstance(instance_name, str) or not INSTANCE_NAME.fullmatch(instance_name):
         raise AnsibleFilterError("instance %s of %s: expected a container name (letters, digits, '_', '.' and '-', "
-                                 "starting with a letter or digit)" % (json.dumps(instance_name), host))
+                                 "starting with a letter or digit, nothing else). Fix: deploy %s again (ansible-"
+                                 "playbook site.yml --tags server --limit %s), which rewrites its serving plan with "
+                                 "the names vllm_server_container_name gives" % (json.dumps(instance_name), host, host,
+                                                                                  host))
     return "%s:%s" % (host, instance_name)
 
 

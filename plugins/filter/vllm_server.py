@@ -18,15 +18,16 @@ CONTAINER_PATHS = {
     "install_info": "/etc/ascend_install.info",
     "cache": "/root/.cache",
 }
-# Docker's own rule for container names; per_card appends -npu<ID> to it.
-CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}$")
+# Docker's own rule for container names; per_card appends -npu<ID> to it. The names are matched whole (fullmatch):
+# re.match's `$` lets a value end in a line break, which would be a new line of the rendered script.
+CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}")
 # A registry reference: [host[:port]/]path[:tag][@sha256:digest], path components in lower case (the grammar
 # of Docker's distribution/reference, without its rarely used forms).
 COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-IMAGE_REFERENCE = re.compile(r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?%s(?:/%s)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
-                             r"(?:@sha256:[0-9a-f]{64})?$" % (COMPONENT, COMPONENT))
+IMAGE_REFERENCE = re.compile(r"(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?%s(?:/%s)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+                             r"(?:@sha256:[0-9a-f]{64})?" % (COMPONENT, COMPONENT))
 # A served model name reaches vllm serve, a label and the clients' requests: printable, no spaces.
-SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,200}$")
+SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,200}")
 
 
 def _check_names(settings):
@@ -38,8 +39,9 @@ def _check_names(settings):
               ("vllm_server_served_name", settings["served_name"], SERVED_NAME,
                "letters, digits and '_.:/-', no spaces, starting with a letter or digit"))
     for variable, value, pattern, expected in checks:
-        if not isinstance(value, str) or not pattern.match(value):
-            raise AnsibleFilterError("%s is %s: expected %s" % (variable, json.dumps(value), expected))
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            raise AnsibleFilterError("%s is %s: expected %s. Fix: set %s to such a value"
+                                     % (variable, json.dumps(value), expected, variable))
 
 
 def _usable_chips(ascend):

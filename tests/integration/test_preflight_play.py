@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.ascend.fleet.plugins.module_utils import npu_gather
 from conftest import snapshot
-from twin_fleet import PlayFleet
+from twin_fleet import LABEL, PlayFleet
 
 pytestmark = pytest.mark.docker
 
@@ -89,6 +89,8 @@ def test_unhealthy_card_can_be_left_out(fleet):
 @pytest.mark.parametrize("extra,expected", [
     ('{"ascend_preflight_driver_version": 25.5}', "ascend_preflight_driver_version is 25.5 (float)"),
     ('{"fleet_serial": 0}', "fleet_serial is 0: expected a positive number of hosts"),
+    # A trailing newline is no number: the check matches the whole value.
+    ('{"fleet_serial": "5\\n"}', "expected a positive number of hosts per batch"),
     ('{"fleet_max_fail_percentage": 150}', "fleet_max_fail_percentage is 150: expected a number from 0 to 100"),
     ('{"fleet_canary_max_regression": 10}', "fleet_canary_max_regression is 10: expected a share from 0 to 1"),
     ('{"fleet_canary_confidence": 1.5}', "fleet_canary_confidence is 1.5: expected a number from 0.5 to 0.999"),
@@ -107,3 +109,28 @@ def test_a_host_that_fails_preflight_gets_no_container(fleet):
     assert run.results("Gather the NPU facts"), "preflight did not run"
     assert fleet["bad-driver"].docker("ps", "-aq").stdout.split() == []
     assert not fleet["bad-driver"].exists("/etc/vllm-ascend")
+
+
+def test_a_container_of_another_owner_on_a_chip_fails_the_host_and_ours_does_not(fleet):
+    """Last: it starts containers on the good host, and takes them away after."""
+    good = fleet["good"]
+    try:
+        # Someone else's job on chip 0 (the image: the stand-in's, loaded into the host's engine as llm-test:twin),
+        # one crash-looping on chip 1 (restarting between attempts), and one of ours on chip 2.
+        good.run_foreign_container(good.profile, {"name": "llm-test", "chips": [0]})
+        good.docker("run", "-d", "--name", "crash-loop", "--restart", "always", "--device", "/dev/davinci1",
+                    "llm-test:twin", "false")
+        good.docker("run", "-d", "--name", "vllm-ascend-old", "--label", "%s.instance=vllm-ascend" % LABEL,
+                    "--device", "/dev/davinci2", "llm-test:twin", "sleep", "infinity")
+        run = play(fleet, "--limit", "good")
+        assert run.rc == 2 and run.failed_hosts() == ["good"], run.stdout
+        message = "\n".join(run.results("Pass only hosts that can serve")["good"]["msg"])
+        assert ("chip held by a container: found container llm-test (image llm-test:twin, running) maps /dev/davinci0"
+                in message), message
+        assert "`docker rm -f llm-test`" in message
+        assert "found container crash-loop (image llm-test:twin, " in message and "maps /dev/davinci1" in message
+        assert "vllm-ascend-old" not in message
+        assert run.changed() == 0
+    finally:
+        for name in ("llm-test", "crash-loop", "vllm-ascend-old"):
+            good.docker("rm", "-f", name, check=False)

@@ -54,9 +54,12 @@ def test_a_host_file_without_benchmark_facts_is_refused_by_name(tmp_path, conten
     assert "Fix:" in str(refused.value)
 
 
-def test_an_instance_name_that_is_no_container_name_writes_nothing_outside_the_report(tmp_path):
-    saved_facts(tmp_path / "facts", "npu-a", {"../../escaped": RUNS["npu-a"]["vllm-ascend"]})
-    with pytest.raises(SystemExit, match=r'names an instance "\.\./\.\./escaped": expected a container name'):
+@pytest.mark.parametrize("name,shown", [("../../escaped", r'"\.\./\.\./escaped"'),
+                                        ("escaped\n", r'"escaped\\n"')], ids=["climbing out", "a line break"])
+def test_an_instance_name_that_is_no_container_name_writes_nothing_outside_the_report(tmp_path, name, shown):
+    """re.match's `$` lets a name end in a line break: the whole name must be a container name."""
+    saved_facts(tmp_path / "facts", "npu-a", {name: RUNS["npu-a"]["vllm-ascend"]})
+    with pytest.raises(SystemExit, match=r"names an instance %s: expected a container name" % shown):
         report.raw_from_facts(tmp_path / "facts", tmp_path / "report")
     assert not (tmp_path / "escaped.jsonl").exists() and not (tmp_path / "report").exists()
 

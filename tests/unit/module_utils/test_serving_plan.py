@@ -121,6 +121,13 @@ def test_a_recorded_plan_reads_back_as_written_and_a_missing_one_as_none(tmp_pat
     (recorded_for("npu-node-02", instances=[{"name": "vllm-ascend", "port": "8000"}]), "has port \"8000\""),
     (recorded_for("npu-node-02", instances=[{"name": "vllm-ascend", "port": 70000}]), "has port 70000"),
     (recorded_for("npu-node-02", instances=[{"name": "vllm-ascend", "port": True}]), "has port true"),
+    # A name is the stem of the instance's files and a line of haproxy.cfg: all of it must be a container name.
+    (recorded_for("npu-node-02", instances=[{"name": "vllm-ascend\n", "port": 8000}]),
+     "instance {\"name\": \"vllm-ascend\\n\", \"port\": 8000}, expected one whose name is a container name"),
+    (recorded_for("npu-node-02", instances=[{"name": "../../etc/cron.d/x", "port": 8000}]),
+     "expected one whose name is a container name"),
+    (recorded_for("npu-node-02", instances=[{"port": 8000}]), "expected one whose name is a container name"),
+    (recorded_for("npu-node-02", instances=["vllm-ascend"]), "instance \"vllm-ascend\", expected one whose name"),
 ])
 def test_a_plan_vllm_plan_did_not_write_for_the_host_is_refused(tmp_path, recorded, expected):
     path = tmp_path / "plan.json"

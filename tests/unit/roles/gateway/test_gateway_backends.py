@@ -32,11 +32,21 @@ def test_a_server_is_named_by_its_host_and_instance():
     ("npu-node-01", "a:b", "instance \"a:b\" of npu-node-01"),
     ("npu-node-01", "", "instance \"\""),
     ("npu-node-01", None, "instance null"),
+    # re.match's `$` lets a name end in a line break, which would add a line to haproxy.cfg.
+    ("npu-node-01", "vllm-ascend\n", "instance \"vllm-ascend\\n\" of npu-node-01: expected a container name"),
+    ("npu-node-01\n", "vllm-ascend", "serving host \"npu-node-01\\n\""),
 ])
 def test_names_haproxy_cannot_hold_are_refused(host_name, instance, expected):
     with pytest.raises(AnsibleFilterError) as refused:
         gateway.gateway_server_name(host_name, instance)
-    assert expected in str(refused.value)
+    assert expected in str(refused.value) and "Fix:" in str(refused.value)
+
+
+def test_a_plan_whose_instance_name_ends_in_a_line_break_adds_no_line_to_the_config():
+    tampered = plan_of("npu-node-01")
+    tampered["instances"] = [dict(tampered["instances"][0], name="vllm-ascend\n")]
+    with pytest.raises(AnsibleFilterError, match="instance .* of npu-node-01: expected a container name"):
+        gateway.gateway_backends([{"host": "npu-node-01", "plan": tampered}], {})
 
 
 def test_every_instance_of_every_plan_is_a_server_at_its_hosts_address():

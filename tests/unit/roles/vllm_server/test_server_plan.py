@@ -143,6 +143,9 @@ def test_a_privileged_instance_is_kept_to_its_own_chips_by_the_runtimes_visible_
 
 @pytest.mark.parametrize("setting,value,variable", [
     ("container_name", "vllm\ntouch /tmp/owned", "vllm_server_container_name"),
+    ("container_name", "vllm-ascend\n", "vllm_server_container_name"),
+    ("image", "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p\n", "fleet_image"),
+    ("served_name", "Qwen3-VL-8B-Instruct\n", "vllm_server_served_name"),
     ("container_name", "../etc/vllm", "vllm_server_container_name"),
     ("container_name", "-v", "vllm_server_container_name"),
     ("container_name", "", "vllm_server_container_name"),
