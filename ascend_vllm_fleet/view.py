@@ -222,6 +222,7 @@ def plan_table(plan):
              text_table(rows)]
     if longest:
         lines.append("longest: %s, estimated %s" % (longest[0], progress.clock(longest[1])))
+    lines += progress.estimate_bases([entry for entries in plan.values() for entry in entries])
     return "\n".join(lines)
 
 

@@ -125,7 +125,8 @@ options:
   new_group_deadline_s:
     description:
       - Seconds after the first group started past which no further group starts (0 - none). The group
-        running then still finishes; C(stopped_by_deadline) tells that groups were left out.
+        running then still finishes. A run it stopped says so - RV(stopped_by_deadline), RV(deadline) with the
+        groups not run, a line C(deadline) in C(results_file) and in its progress file, and a warning.
     type: float
     default: 0
   error_threshold:
@@ -141,7 +142,9 @@ options:
     type: bool
     default: false
   estimate_seconds_per_token:
-    description: Decode time per token used by check mode's estimate (about 0.09 s on a 310P3 pair with TP 2).
+    description:
+      - Decode time per token used by check mode's estimate. The default is the seed's, measured on real hardware
+        (a 310P3 pair with TP 2); other hardware, or a stand-in, runs at its own pace, which RV(estimate_basis) says.
     type: float
     default: 0.09
   answer_check:
@@ -277,6 +280,12 @@ estimated_seconds:
   returned: always
   type: float
   sample: 9203.7
+estimate_basis:
+  description: What RV(estimated_seconds) is based on, to show beside it.
+  returned: always
+  type: str
+  sample: "estimated from the seed's 310P timings (real hardware: 0.09 s per output token on a 310P3 pair with TP 2);
+    other hardware, or a stand-in, runs at its own pace"
 planned:
   description:
     - The groups of the matrix in the order they run, each with C(image_size), C(max_tokens), C(concurrency),
@@ -292,6 +301,20 @@ stopped_by_deadline:
   returned: always
   type: bool
   sample: false
+deadline:
+  description:
+    - When C(new_group_deadline_s) stopped the run, what it left out (also the line C(deadline) of C(results_file))
+      - C(new_group_deadline_s); C(elapsed_s), seconds from the first group's start to the stop; C(groups_total),
+      the groups of the matrix; C(not_run), the groups not run, each C(image_size), C(max_tokens) and C(concurrency);
+      C(stopped_at), Unix time. Null otherwise.
+  returned: always
+  type: dict
+  sample:
+    new_group_deadline_s: 3600.0
+    elapsed_s: 3641.2
+    groups_total: 45
+    not_run: [{image_size: 640x480, max_tokens: 32, concurrency: 64}]
+    stopped_at: 1796000000.0
 groups:
   description:
     - One record per group measured or resumed, in matrix order; empty in check mode.
@@ -425,11 +448,13 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import CHECKS, asker, check_answers
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
+    GROUP_FIELDS,
     PROGRESS_EVERY_S,
     ProgressWriter,
     ResultsBusy,
     answer_check_record,
     append_result,
+    deadline_text,
     group_key,
     hold_results,
     max_in_flight,
@@ -465,6 +490,10 @@ from ansible_collections.ascend.fleet.plugins.module_utils.png_images import (
     parse_size,
 )
 
+# Decode time per output token on the seed's hardware, a 310P3 pair with TP 2 (about 23 s for a 256-token answer):
+# check mode's estimate unless estimate_seconds_per_token says otherwise.
+SEED_SECONDS_PER_TOKEN = 0.09
+
 ARGUMENT_SPEC = dict(
     base_url=dict(type="str", default="http://127.0.0.1:8000"),
     model=dict(type="str"),
@@ -484,7 +513,7 @@ ARGUMENT_SPEC = dict(
     error_threshold=dict(type="float", default=0.05),
     results_file=dict(type="path"),
     resume=dict(type="bool", default=False),
-    estimate_seconds_per_token=dict(type="float", default=0.09, no_log=False),
+    estimate_seconds_per_token=dict(type="float", default=SEED_SECONDS_PER_TOKEN, no_log=False),
     answer_check=dict(type="str", default="known", choices=list(CHECKS)),
     search=dict(type="str", default="none", choices=["none", "concurrency"]),
     slo=dict(type="dict"),
@@ -634,6 +663,16 @@ def planned_groups(params):
     """The groups in the order they run, each with its requests and its share of the estimate: what the
     controller's follow step and live view measure progress by."""
     return [dict(group, estimated_seconds=estimate_seconds([group], params)) for group in plan(params)]
+
+
+def estimate_basis(params):
+    """What the estimate is based on, for whoever reads it: on other hardware, or a stand-in, the seed's pace is not its
+    own."""
+    if params["estimate_seconds_per_token"] == SEED_SECONDS_PER_TOKEN:
+        return ("estimated from the seed's 310P timings (real hardware: %g s per output token on a 310P3 pair with TP "
+                "2); other hardware, or a stand-in, runs at its own pace" % SEED_SECONDS_PER_TOKEN)
+    return "estimated at %g s per output token (estimate_seconds_per_token, as given)" % (
+        params["estimate_seconds_per_token"])
 
 
 def estimate_seconds(groups, params):
@@ -837,13 +876,14 @@ def measure(params, client, groups, result, progress):
 
 def measure_matrix(params, load_test, groups, finished, result, progress):
     started = time.monotonic()
+    not_run = []
     for number, group in enumerate(groups, 1):
         if group_key(group) in finished:
             result["groups"].append(dict(finished[group_key(group)], resumed=True))
             continue
         if params["new_group_deadline_s"] and time.monotonic() - started > params["new_group_deadline_s"]:
-            result["stopped_by_deadline"] = True
-            break
+            not_run.append({name: group[name] for name in GROUP_FIELDS})
+            continue
         bodies = load_test.bodies(group)
         state = {"group": group, "group_number": number, "groups_total": len(groups), "requests_done": 0,
                  "requests_total": len(bodies), "groups_done": len(result["groups"])}
@@ -854,6 +894,14 @@ def measure_matrix(params, load_test, groups, finished, result, progress):
         if params["results_file"]:
             keep(params["results_file"], record, "group %d of %d" % (number, len(groups)), result)
         result["groups"].append(dict(record, resumed=False))
+    if not_run:
+        # Said where each reader looks: the result, the results file the report reads and the progress file.
+        deadline = {"new_group_deadline_s": params["new_group_deadline_s"],
+                    "elapsed_s": round(time.monotonic() - started, 1), "groups_total": len(groups),
+                    "not_run": not_run, "stopped_at": time.time()}
+        result.update(stopped_by_deadline=True, deadline=deadline)
+        if params["results_file"]:
+            keep(params["results_file"], {"deadline": deadline}, "the deadline's stop", result)
 
 
 def probe_judgment(params):
@@ -984,13 +1032,15 @@ def run(params, check_mode=False):
     held = hold_results(params["results_file"], hold=not check_mode) if params["results_file"] else None
     progress = ProgressWriter(None if check_mode else params["results_file"])
     result = {"base_url": params["base_url"], "model": params["model"], "results_file": params["results_file"],
-              "planned_groups": 0, "planned_requests": 0, "estimated_seconds": 0.0, "planned": [],
-              "stopped_by_deadline": False, "groups": [], "answer_checks": [], "capacity": [], "progress_error": None}
+              "planned_groups": 0, "planned_requests": 0, "estimated_seconds": 0.0, "estimate_basis": None,
+              "planned": [], "stopped_by_deadline": False, "deadline": None, "groups": [], "answer_checks": [],
+              "capacity": [], "progress_error": None}
     try:
         client = validate(params)
         groups = plan(params)
         result.update(planned_groups=len(groups), planned_requests=sum(group["requests"] for group in groups),
-                      estimated_seconds=estimate_seconds(groups, params), planned=planned_groups(params))
+                      estimated_seconds=estimate_seconds(groups, params), estimate_basis=estimate_basis(params),
+                      planned=planned_groups(params))
         if not check_mode:
             measure(params, client, groups, result, progress)
     except BaseException as error:
@@ -999,7 +1049,7 @@ def run(params, check_mode=False):
     finally:
         if held is not None:
             os.close(held)
-    progress.finish(*units_done(params, result))
+    progress.finish(*units_done(params, result), deadline=result["deadline"])
     result["progress_error"] = progress.error
     if not check_mode:
         result["ansible_facts"] = {"vllm_benchmark": dict(
@@ -1017,6 +1067,8 @@ def main():
             # As secret as api_key: masked in everything returned, should a server echo it back.
             module.no_log_values.add(key_from_env_file(module.params["api_key_file"]))
         result = run(module.params, check_mode=module.check_mode)
+        if result["deadline"]:
+            module.warn(deadline_text(result["deadline"]))
     except (OptionError, ClientError, ResultsBusy) as error:
         module.fail_json(msg=str(error))
     except Exception as error:  # anything unforeseen still names the endpoint, not a traceback

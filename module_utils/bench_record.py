@@ -15,13 +15,18 @@ after, with the verdict of module_utils/answer_check.py). Resumed runs append, s
 replaces an earlier one. A line cut by a crash mid-write is skipped (and counted) when read, and the next append
 starts on a line of its own.
 
+A run that its new-group deadline stopped (vllm_benchmark's new_group_deadline_s) adds a line ``deadline``: the
+deadline (new_group_deadline_s), the seconds from its first group's start to the stop (elapsed_s), the groups of its
+matrix (groups_total), those it did not run (not_run, each GROUP_FIELDS) and when it stopped (stopped_at, Unix time).
+
 The progress file (``<results file>.progress.json``) is replaced whole while the run goes, at most every
 PROGRESS_EVERY_S seconds while a group's requests run (also while none ends: long streams), and at
 once before each warm-up request, when a group starts and when the run
 ends, and before each question of an answer check. Its fields: group (the group running, GROUP_FIELDS),
 group_number, groups_total, groups_done, requests_done, requests_total (of the running group), answer_check
 (before or after: the answer check asking now, when no group runs), finished (true once the run ended,
-failed or not), error (why it failed) and updated_at (Unix time of the write).
+failed or not), error (why it failed), deadline (the results file's deadline line, when the run's new-group
+deadline stopped it) and updated_at (Unix time of the write).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -303,18 +308,52 @@ def is_probe(line):
 def read_results(path):
     """(records, skipped lines) of a results file: one record per group, the last one written, in the order the
     groups first appear; lines that hold no record (cut mid-write, or anything else) are skipped, answer checks
-    left to read_answer_checks, a capacity search's probes and findings to read_probes and read_capacities. No
-    file: no records."""
+    left to read_answer_checks, a capacity search's probes and findings to read_probes and read_capacities, a
+    deadline line to read_deadline. No file: no records."""
     records = {}
     values, skipped = read_lines(path)
     for value in values:
-        if is_answer_check(value) or is_probe(value) or is_capacity(value):
+        if is_answer_check(value) or is_probe(value) or is_capacity(value) or is_deadline(value):
             continue
         try:
             records[group_key(value)] = value
         except (KeyError, TypeError):  # TypeError: no object, or a group value such as a list
             skipped += 1
     return list(records.values()), skipped
+
+
+# What an operator does about it, with the role's names: the module's new_group_deadline_s is the role's
+# vllm_bench_new_group_deadline_s.
+DEADLINE_FIX = ("Fix: raise vllm_bench_new_group_deadline_s (new_group_deadline_s; 0 for none), then rerun with "
+                "-e vllm_bench_resume=true, which runs only the groups not recorded")
+
+
+def is_deadline(line):
+    """The line a run leaves when its new-group deadline stopped it (this module's docstring)."""
+    return isinstance(line, dict) and isinstance(line.get("deadline"), dict)
+
+
+def read_deadline(path):
+    """The deadline line of the last run of a results file that its new-group deadline stopped, or None. A later
+    run (a resume) may have run the groups it names since."""
+    found = [value["deadline"] for value in read_lines(path)[0] if is_deadline(value)]
+    return found[-1] if found else None
+
+
+def group_label(group):
+    return "%s, max_tokens %s, concurrency %s" % group_key(group)
+
+
+def deadline_text(deadline, shown=3):
+    """What a run its new-group deadline stopped left out, naming the first `shown` groups (None: all), and the fix:
+    a deadline line whose not_run holds the groups still not run."""
+    not_run = deadline["not_run"]
+    named = not_run if shown is None else not_run[:shown]
+    return "new_group_deadline_s (%g s) stopped the run %.0f s after its first group started: %d of its %d groups " \
+           "%s not run (%s%s). %s" % (
+               deadline["new_group_deadline_s"], deadline["elapsed_s"], len(not_run), deadline["groups_total"],
+               "was" if len(not_run) == 1 else "were", "; ".join(group_label(group) for group in named),
+               "; and %d more" % (len(not_run) - len(named)) if len(not_run) > len(named) else "", DEADLINE_FIX)
 
 
 def is_capacity(line):
@@ -430,10 +469,13 @@ class ProgressWriter:
             except OSError as error:
                 self.error = "%s: %s" % (self.path, error.strerror or error)
 
-    def finish(self, groups_done, groups_total, error=None):
+    def finish(self, groups_done, groups_total, error=None, deadline=None):
+        """The run ended: failed (error, why), or stopped by its new-group deadline (deadline, its deadline line)."""
         state = {"finished": True, "groups_done": groups_done, "groups_total": groups_total}
         if error is not None:
             state["error"] = error
+        if deadline is not None:
+            state["deadline"] = deadline
         self.update(state, force=True)
 
 

@@ -29,6 +29,23 @@ JOB_PATIENCE_S = 60
 JOB_RECHECK_S = 2
 
 
+def unreadable_progress(instance, error):
+    """The failure of an instance whose progress file holds something else than the benchmark's progress: the
+    benchmark replaces the file whole, so what it holds stays until something else writes it again."""
+    return ("its progress file %s is not the benchmark's (%s): expected the JSON object vllm_benchmark writes there "
+            "(with updated_at), replaced whole every few seconds while it runs. Fix: make vllm_bench_results_dir a "
+            "folder nothing else writes to, remove the file, then rerun with -e vllm_bench_resume=true once its job "
+            "(%s, left as it is: ansible.builtin.async_status with that jid tells whether it still runs) has ended"
+            % (instance.progress_path, str(error)[:200], instance.job_id))
+
+
+
+def failure_text(instance):
+    """Why an instance's run failed: a run its async time limit killed is said with the group it did not finish and
+    the setting to raise, not as Ansible's bare "Timeout exceeded"."""
+    message = instance.result.get("msg") or "failed"
+    return progress.run_timeout_text(instance.status) if message == progress.ASYNC_TIME_LIMIT else message
+
 class Instance:
     """One instance's run as followed: its files, what was last read of them, and its job's result."""
 
@@ -87,7 +104,7 @@ class ActionModule(ActionBase):
             if all(instance.ended_at is not None for instance in instances):
                 break
             time.sleep(args["poll_interval"])
-        failed = ["%s: %s" % (instance.name, instance.result.get("msg") or "failed") for instance in instances
+        failed = ["%s: %s" % (instance.name, failure_text(instance)) for instance in instances
                   if instance.result.get("failed")]
         result.update(changed=False, instances=[instance.status for instance in instances])
         if failed:
@@ -103,7 +120,11 @@ class ActionModule(ActionBase):
     def poll(self, instance, polls, started_at, args):
         """Read the instance's files and work out its status; collect its job once its run has ended."""
         content = self.slurp(instance.progress_path)
-        current = progress.bench_record.read_progress(content) if content is not None else None
+        try:
+            current = progress.bench_record.read_progress(content) if content is not None else None
+        except ValueError as error:
+            self.give_up(instance, started_at, unreadable_progress(instance, error))
+            return
         ended = progress.bench_record.run_ended(current, args["request_timeout_s"],
                                                 waited_s=polls * args["poll_interval"])
         groups_done = (current or {}).get("groups_done")
@@ -128,6 +149,15 @@ class ActionModule(ActionBase):
             instance.ended_at = time.time()
             if instance.result.get("failed") and instance.status["phase"] not in (progress.FAILED, progress.STALLED):
                 instance.status.update(phase=progress.FAILED, eta_s=None, error=instance.result.get("msg") or "failed")
+
+    @staticmethod
+    def give_up(instance, started_at, message):
+        """End the following of an instance whose run cannot be followed, failed with message."""
+        instance.result = {"failed": True, "msg": message}
+        instance.ended_at = time.time()
+        instance.status = progress.instance_status(instance.name, None, [], set(), instance.shares,
+                                                   instance.estimate_s, instance.ended_at - started_at)
+        instance.status.update(phase=progress.FAILED, eta_s=None, error=message)
 
     def read_records(self, path):
         """The records of a results file on the host, read by bench_record, the format's one owner: the matrix's

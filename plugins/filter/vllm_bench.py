@@ -22,8 +22,10 @@ def vllm_bench_progress_file(results_file):
 
 
 def vllm_bench_plan_lines(planned):
-    """One line per instance (groups, requests, estimated time) from the registered check-mode runs."""
-    return [progress.plan_line(progress.plan_entry(result)) for result in planned]
+    """One line per instance (groups, requests, estimated time) from the registered check-mode runs, then what the
+    estimates are based on."""
+    entries = [progress.plan_entry(result) for result in planned]
+    return [progress.plan_line(entry) for entry in entries] + progress.estimate_bases(entries)
 
 
 def vllm_bench_set_aside(results_file, stamp):

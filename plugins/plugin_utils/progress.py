@@ -19,6 +19,8 @@ STATUS_FORMAT = 1
 STARTING, CHECKING_ANSWERS, WARMING_UP, MEASURING, DONE, FAILED, STALLED = (
     "starting", "checking answers", "warming up", "measuring", "done", "failed", "stalled")
 ENDED = (DONE, FAILED, STALLED)
+# What Ansible's async wrapper says of a job it killed at its time limit (the role's vllm_bench_run_timeout_s).
+ASYNC_TIME_LIMIT = "Timeout exceeded"
 
 
 def clock(seconds):
@@ -97,6 +99,8 @@ def instance_status(instance, progress, measured, skipped, shares, estimate_s, e
         "requests_total": progress.get("requests_total") if group else None,
         "errors": sum(record.get("failed", 0) for record in measured),
         "error": progress.get("error"),
+        # The run ended because its new-group deadline passed: the groups it did not run.
+        "deadline": progress.get("deadline") if progress.get("finished") else None,
         "elapsed_s": round(elapsed_s, 1),
         "eta_s": None if eta is None else round(max(eta, 0.0), 1),
     }
@@ -115,9 +119,20 @@ def group_text(status):
         group["concurrency"])
 
 
+def run_timeout_text(status):
+    """A run killed at its async time limit, said with the group it did not finish and the setting to raise."""
+    if status["group"]:
+        where = " in %s: that group and the ones after it were not run to the end" % group_text(status)
+    else:
+        where = ", %s of its %s groups done" % (status["groups_done"], status["groups_total"])
+    return ("the run reached vllm_bench_run_timeout_s and Ansible killed it%s. Fix: raise vllm_bench_run_timeout_s, "
+            "then rerun with -e vllm_bench_resume=true, which runs only the groups not recorded" % where)
+
+
 def describe(status, requests=True, elapsed_s=None, eta_s=None):
     """One line on an instance's run, without its host: the phase or group, requests done in the group (unless
-    requests is false), errors so far, elapsed time and ETA (the status's own unless given)."""
+    requests is false), errors so far, elapsed time and ETA (the status's own unless given); for a run that ended
+    short, why (its error, the time limit that killed it, or the groups its new-group deadline left out)."""
     elapsed_s = status["elapsed_s"] if elapsed_s is None else elapsed_s
     eta_s = status["eta_s"] if eta_s is None else eta_s
     phase = status["phase"]
@@ -134,8 +149,12 @@ def describe(status, requests=True, elapsed_s=None, eta_s=None):
     if eta_s is not None:
         parts.append("ETA " + clock(eta_s))
     line = "%s: %s" % (status["instance"], ", ".join(parts))
-    if phase == FAILED:
+    if phase == FAILED and status["error"] == ASYNC_TIME_LIMIT:
+        line += ": " + run_timeout_text(status)
+    elif phase == FAILED:
         line += ": " + " ".join(str(status["error"]).split())[:300]
+    elif phase == DONE and status.get("deadline"):
+        line += ": " + bench_record.deadline_text(status["deadline"])
     elif phase == STALLED:
         line += ": its progress file stopped changing"
     return line
@@ -144,7 +163,18 @@ def describe(status, requests=True, elapsed_s=None, eta_s=None):
 def plan_entry(planned):
     """A host's plan of one instance from the load-test module's check-mode result (a registered loop item)."""
     return {"instance": planned["item"]["name"], "groups": planned["planned_groups"],
-            "requests": planned["planned_requests"], "estimated_s": planned["estimated_seconds"]}
+            "requests": planned["planned_requests"], "estimated_s": planned["estimated_seconds"],
+            "basis": planned.get("estimate_basis")}
+
+
+def estimate_bases(entries):
+    """What the plan entries' estimates are based on (the load-test module's estimate_basis), each once: a plan
+    shows them under its lines, so that an estimate from the seed's hardware is not read as the twin's."""
+    bases = []
+    for entry in entries:
+        if entry.get("basis") and entry["basis"] not in bases:
+            bases.append(entry["basis"])
+    return bases
 
 
 def plan_line(entry):

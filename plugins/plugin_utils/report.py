@@ -101,9 +101,9 @@ def record_problem(record):
 
 def load(report_dir):
     """Rows (records with their host and instance) of every results file, in the order the groups ran, the files
-    with lines that held no record, each file's answer checks, and what capacity searches found (each with its host
-    and instance). SystemExit, with the message an operator needs, when there is nothing to report or a record or
-    capacity line the report cannot use."""
+    with lines that held no record, each file's answer checks, what capacity searches found and the deadline lines
+    of runs their new-group deadline stopped (each with its host and instance). SystemExit, with the message an
+    operator needs, when there is nothing to report or a record, capacity or deadline line the report cannot use."""
     report_dir = pathlib.Path(report_dir)
     expected = "expected the folder holding raw/<host>/<instance>%s" % bench_record.RESULTS_SUFFIX
     if not report_dir.exists():
@@ -112,7 +112,7 @@ def load(report_dir):
     if not report_dir.is_dir():
         raise SystemExit("report folder %s is not a folder: %s. Fix: give the folder the benchmark wrote"
                          % (report_dir, expected))
-    rows, skipped, checks, capacities = [], [], [], []
+    rows, skipped, checks, capacities, deadlines = [], [], [], [], []
     raw = report_dir / "raw"
     for path in sorted(raw.glob("*/*" + bench_record.RESULTS_SUFFIX)):
         where = path.relative_to(report_dir)
@@ -131,6 +131,9 @@ def load(report_dir):
         asked = bench_record.read_answer_checks(path)
         answers = bench_record.answers_verdict(asked)
         checks.append({"host": host, "instance": instance, "answers": answers, "checks": asked})
+        deadline = usable_deadline(path, where)
+        if deadline is not None:
+            deadlines.append(dict(deadline, host=host, instance=instance))
         rows += [dict(record, host=host, instance=instance, answers=answers) for record in records]
         if cut:
             skipped.append({"host": host, "instance": instance, "lines": cut})
@@ -141,7 +144,38 @@ def load(report_dir):
         raise SystemExit("no benchmark results under %s (expected raw/<host>/<instance>%s)%s. Fix: fetch the results "
                          "first (the benchmark playbook does), or give the report folder that holds them"
                          % (raw, bench_record.RESULTS_SUFFIX, unread))
-    return rows, skipped, checks, capacities
+    return rows, skipped, checks, capacities, deadlines
+
+
+def usable_deadline(path, where):
+    """The deadline line of a results file (where: its name in the report folder), or None; SystemExit, naming the
+    file, for one the report cannot use."""
+    deadline = bench_record.read_deadline(path)
+    if deadline is None:
+        return None
+    not_run = deadline.get("not_run")
+    if not (is_number(deadline.get("new_group_deadline_s")) and is_number(deadline.get("elapsed_s"))
+            and is_count(deadline.get("groups_total")) and isinstance(not_run, list)
+            and all(isinstance(group, dict) and all(name in group for name in bench_record.GROUP_FIELDS)
+                    for group in not_run)):
+        raise SystemExit("%s: the deadline line is not one vllm_benchmark writes: expected new_group_deadline_s and "
+                         "elapsed_s (seconds), groups_total (a count) and not_run (groups, each %s). Fix: delete the "
+                         "line" % (where, ", ".join(bench_record.GROUP_FIELDS)))
+    return deadline
+
+
+def cut_short(rows, deadlines):
+    """The runs their new-group deadline stopped (load's deadline lines), each with the groups still not run (a
+    resume since may have run some) and its sentence; none once every group one left out is recorded."""
+    recorded = {(row["host"], row["instance"], bench_record.group_key(row)) for row in rows}
+    found = []
+    for deadline in deadlines:
+        not_run = [{name: group[name] for name in bench_record.GROUP_FIELDS} for group in deadline["not_run"]
+                   if (deadline["host"], deadline["instance"], bench_record.group_key(group)) not in recorded]
+        if not_run:
+            left = dict(deadline, not_run=not_run)
+            found.append(dict(left, sentence=bench_record.deadline_text(left, shown=None)))
+    return found
 
 
 LIMITS = ("slo", "top", "none_met")
@@ -632,7 +666,7 @@ def raw_from_facts(tree, report_dir):
                              "vllm_bench. Fix: benchmark the host first (playbooks/benchmark.yml), or remove the file"
                              % (path, type(error).__name__, error)) from None
         for name, run in runs.items():
-            if not (isinstance(name, str) and INSTANCE_NAME.match(name)):
+            if not (isinstance(name, str) and INSTANCE_NAME.fullmatch(name)):
                 raise SystemExit("--from-facts: %s names an instance %s: expected a container name. Fix: remove the "
                                  "file" % (path, json.dumps(name)))
             lines = list(run.get("groups") or []) + list(run.get("answer_checks") or [])
@@ -655,32 +689,33 @@ def build(report_dir, latency_target):
                          "recommended concurrency must meet, such as %g"
                          % (latency_target, bench_record.LATENCY_TARGET_S))
     report_dir = pathlib.Path(report_dir)
-    rows, skipped, checks, capacities = load(report_dir)
+    rows, skipped, checks, capacities, deadlines = load(report_dir)
     tunings = load_tunings(report_dir)
     try:
-        return write_report(report_dir, rows, skipped, checks, latency_target, tunings, capacities)
+        return write_report(report_dir, rows, skipped, checks, latency_target, tunings, capacities, deadlines)
     except OSError as error:
         raise SystemExit("cannot write the report into %s: %s. Fix: make the folder writable, free disk space, or "
                          "move away what stands where a report file goes" % (report_dir, error)) from None
 
 
-def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), capacities=()):
+def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), capacities=(), deadlines=()):
     write_csv(rows, report_dir / "results.csv")
     reference, entries = comparison(rows)
     host_totals, fleet_totals = totals(rows)
     measured = instance_rows(rows)
     gateway = gateway_series(rows)
-    gateway_hosts = sorted({point["host"] for point in gateway})
     write_totals_csv(host_totals, fleet_totals, gateway, report_dir / "totals.csv")
-    # Every results file has its answer-check entry: the instances a fleet capacity must cover.
-    searched, fleet_searched = searched_capacity(list(capacities), [
-        (entry["host"], entry["instance"]) for entry in checks if entry["instance"] != GATEWAY_INSTANCE])
+    # Every results file has its answer-check entry: the instances and gateways of the report, whether they ran a
+    # matrix or capacity searches; the instances a fleet capacity must cover.
+    instances = sorted({(entry["host"], entry["instance"]) for entry in checks if not through_gateway(entry)})
+    gateway_hosts = sorted({entry["host"] for entry in checks if through_gateway(entry)})
+    searched, fleet_searched = searched_capacity(list(capacities), instances)
     summary = {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "latency_target_s": latency_target,
-        "hosts": sorted({row["host"] for row in measured}),
+        "hosts": sorted({host for host, _name in instances}),
         "gateways": gateway_hosts,
-        "instances": len({(row["host"], row["instance"]) for row in measured}),
+        "instances": len(instances),
         "groups": len(rows),
         "unreliable_groups": [{k: row.get(k) for k in ("host", "instance") + bench_record.GROUP_FIELDS
                                + ("error_rate", "errors")} for row in rows if row.get("unreliable")],
@@ -688,6 +723,7 @@ def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), 
         "answers_failed": [{"host": entry["host"], "instance": entry["instance"]} for entry in checks
                            if entry["answers"] == "failed"],
         "skipped_lines": skipped,
+        "cut_short": cut_short(rows, deadlines),
         "host_tuning": list(tunings),
         "recommended": recommendations(rows, latency_target),
         "comparison_reference": reference,
@@ -721,8 +757,12 @@ def write_report(report_dir, rows, skipped, checks, latency_target, tunings=(), 
 def describe(report_dir, summary):
     """The line that tells an operator where the report is and what it holds."""
     searched = summary.get("searched_capacity")
-    return ("report: %s (%d groups, %s%d instance(s), %d slow, %d whose answers failed; report.md, results.csv, "
+    # A summary written by an older collection has none.
+    cut = summary.get("cut_short") or []
+    stopped = ", %d run(s) stopped by vllm_bench_new_group_deadline_s with %d group(s) not run (raise it, then " \
+              "rerun with -e vllm_bench_resume=true)" % (len(cut), sum(len(run["not_run"]) for run in cut))
+    return ("report: %s (%d groups, %s%d instance(s), %d slow, %d whose answers failed%s; report.md, results.csv, "
             "totals.csv and summary.json beside it)" % (
                 pathlib.Path(report_dir) / "report.html", summary["groups"],
                 "%d capacities searched, " % len(searched) if searched else "", summary["instances"],
-                len(summary["slow_instances"]), len(summary["answers_failed"])))
+                len(summary["slow_instances"]), len(summary["answers_failed"]), stopped if cut else ""))

@@ -113,6 +113,42 @@ def test_lines():
     assert progress.describe(failed) == "vllm-ascend: failed, 1/4 groups, 0 errors, 2h elapsed: connection refused"
 
 
+def test_a_run_its_deadline_stopped_says_so_and_which_setting_to_raise():
+    not_run = [group(8, 4)]
+    finished = {"finished": True, "groups_done": 3, "groups_total": 4, "updated_at": 1.0,
+                "deadline": {"new_group_deadline_s": 60, "elapsed_s": 61.5, "groups_total": 4, "not_run": not_run,
+                             "stopped_at": 1.0}}
+    status = progress.instance_status("vllm-ascend", finished, [], set(), progress.group_shares(PLANNED), ESTIMATE_S,
+                                      70.0)
+    assert status["phase"] == progress.DONE and status["deadline"]["not_run"] == not_run
+    assert progress.describe(status) == (
+        "vllm-ascend: done, 3/4 groups, 0 errors, 1m10s elapsed: new_group_deadline_s (60 s) stopped the run 62 s "
+        "after its first group started: 1 of its 4 groups was not run (640x480, max_tokens 8, concurrency 4). Fix: "
+        "raise vllm_bench_new_group_deadline_s (new_group_deadline_s; 0 for none), then rerun with "
+        "-e vllm_bench_resume=true, which runs only the groups not recorded")
+    finished.pop("deadline")
+    status = progress.instance_status("vllm-ascend", finished, [], set(), progress.group_shares(PLANNED), ESTIMATE_S,
+                                      70.0)
+    assert progress.describe(status) == "vllm-ascend: done, 3/4 groups, 0 errors, 1m10s elapsed"
+
+
+def test_a_run_killed_at_its_time_limit_names_the_group_it_did_not_finish_and_the_setting_to_raise():
+    """The follow step marks the run failed with what Ansible's async wrapper says of a job it killed."""
+    shares = progress.group_shares(PLANNED)
+    killed = progress.instance_status("vllm-ascend", running(3, 8, 1, 2), [], set(), shares, ESTIMATE_S, 86400.0)
+    killed.update(phase=progress.FAILED, eta_s=None, error=progress.ASYNC_TIME_LIMIT)
+    assert progress.describe(killed, requests=False) == (
+        "vllm-ascend: failed, 2/4 groups, 0 errors, 24h elapsed: the run reached vllm_bench_run_timeout_s and "
+        "Ansible killed it in group 3/4 (640x480, max_tokens 8, concurrency 1): that group and the ones after it "
+        "were not run to the end. Fix: raise vllm_bench_run_timeout_s, then rerun with -e vllm_bench_resume=true, "
+        "which runs only the groups not recorded")
+    warming = progress.instance_status("vllm-ascend", {"groups_done": 0, "groups_total": 4, "updated_at": 1.0}, [],
+                                       set(), shares, ESTIMATE_S, 86400.0)
+    warming.update(phase=progress.FAILED, eta_s=None, error=progress.ASYNC_TIME_LIMIT)
+    assert ": the run reached vllm_bench_run_timeout_s and Ansible killed it, 0 of its 4 groups done. Fix: " in \
+        progress.describe(warming)
+
+
 @pytest.mark.parametrize("seconds, text", [(0, "0s"), (59.4, "59s"), (130, "2m10s"), (1200, "20m"),
                                            (3725, "1h02m"), (86400, "24h")])
 def test_clock(seconds, text):
@@ -124,6 +160,19 @@ def test_plan_line_from_the_modules_check_mode_result():
                "estimated_seconds": 9203.7, "changed": False}
     assert progress.plan_line(progress.plan_entry(planned)) == (
         "vllm-ascend-npu1: 45 groups, 2880 requests, estimated 2h33m")
+
+
+def test_a_plan_says_once_what_its_estimates_are_based_on():
+    seed = vllm_benchmark.estimate_basis({"estimate_seconds_per_token": vllm_benchmark.SEED_SECONDS_PER_TOKEN})
+    given = vllm_benchmark.estimate_basis({"estimate_seconds_per_token": 0.002})
+    entries = [progress.plan_entry({"item": {"name": name}, "planned_groups": 4, "planned_requests": 16,
+                                    "estimated_seconds": 38.9, "estimate_basis": basis})
+               for name, basis in (("a", seed), ("b", seed), ("c", given))]
+    assert [entry["basis"] for entry in entries] == [seed, seed, given]
+    assert progress.estimate_bases(entries) == [seed, given]
+    # A check-mode result without one (recorded before the module said it) adds no line.
+    assert progress.estimate_bases([progress.plan_entry({"item": {"name": "a"}, "planned_groups": 4,
+                                                         "planned_requests": 16, "estimated_seconds": 38.9})]) == []
 
 
 def test_a_capacity_searchs_probe_reads_as_the_search_and_the_users_it_probes():

@@ -16,8 +16,8 @@ def found(users, limited_by="slo", slo=SLO, size="640x480", open_loop=None):
                          "open_loop": open_loop}}
 
 
-def write(folder, host, *lines):
-    path = folder / "raw" / host / "vllm-ascend.jsonl"
+def write(folder, host, *lines, name="vllm-ascend"):
+    path = folder / "raw" / host / (name + ".jsonl")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
@@ -48,6 +48,17 @@ def test_each_instance_and_the_fleet_meet_the_slo_up_to_their_users(tmp_path):
     assert "open-loop check at 9 requests/s: missed p95_latency_s" in text
     assert "2 capacities searched" not in report.describe(tmp_path, summary)
     assert "4 capacities searched" in report.describe(tmp_path, summary)
+
+
+def test_the_instances_searched_are_counted_as_the_reports_instances(tmp_path):
+    """A search measures no group of the matrix; its instances are still those the report is of."""
+    write(tmp_path, "a", found(6))
+    write(tmp_path, "b", found(8))
+    write(tmp_path, "lb-1", found(12), name="gateway")
+    summary = report.build(tmp_path, 10.0)
+    assert (summary["instances"], summary["hosts"], summary["gateways"]) == (2, ["a", "b"], ["lb-1"])
+    assert "3 capacities searched, 2 instance(s), 0 slow" in report.describe(tmp_path, summary)
+    assert "for 2 instance(s) on a, b and for the gateway measured from lb-1;" in (tmp_path / "report.md").read_text()
 
 
 def test_no_fleet_capacity_where_an_instance_was_searched_with_another_slo_or_not_at_that_size(tmp_path):

@@ -237,3 +237,13 @@ def test_the_view_is_live_exactly_when_the_output_is_a_terminal(isatty, live):
             return isatty
 
     assert view.Screen(view.FleetView(), Output()).live_mode is live
+
+
+def test_the_commands_plan_says_once_what_its_estimates_are_based_on():
+    """`bench --plan` shows the module's estimates; from the seed's 310P timings, they are not the twin's pace."""
+    basis = vllm_benchmark.estimate_basis({"estimate_seconds_per_token": vllm_benchmark.SEED_SECONDS_PER_TOKEN})
+    entries = [progress.plan_entry({"item": {"name": name}, "planned_groups": 2,
+                                    "planned_requests": 16, "estimated_seconds": 60, "estimate_basis": basis})
+               for name in ("vllm-ascend-npu1", "vllm-ascend-npu4")]
+    table = view.plan_table({A: entries, B: entries[:1]})
+    assert table.count(basis) == 1 and "310P" in basis and table.rstrip().endswith(basis)

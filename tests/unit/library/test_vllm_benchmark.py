@@ -117,6 +117,44 @@ def test_the_deadline_stops_new_groups(server):  # noqa: F811
     assert result["stopped_by_deadline"] is True and [g["concurrency"] for g in result["groups"]] == [1]
 
 
+def test_a_run_the_deadline_stopped_names_the_groups_not_run_wherever_it_is_read(server, tmp_path):  # noqa: F811
+    """The result, the results file the report reads and the progress file the follow step reads; groups recorded
+    before are no groups left out."""
+    results = str(tmp_path / "vllm-ascend.jsonl")
+    load_test.run(params(base_url=server, concurrency=[1, 2, 4], results_file=results, warmup_requests=0))
+    lines = open(results).read().splitlines()
+    with open(results, "w") as kept:  # as if the first run had recorded only the group of 2 users
+        kept.write(lines[1] + "\n")
+    result = load_test.run(params(base_url=server, concurrency=[1, 2, 4], results_file=results, resume=True,
+                                  new_group_deadline_s=0.001, warmup_requests=0))
+    assert [(g["concurrency"], g["resumed"]) for g in result["groups"]] == [(1, False), (2, True)]
+    deadline = result["deadline"]
+    assert deadline["not_run"] == [{"image_size": "32x24", "max_tokens": 3, "concurrency": 4}]
+    assert (deadline["new_group_deadline_s"], deadline["groups_total"]) == (0.001, 3) and deadline["elapsed_s"] >= 0
+    assert bench_record.read_deadline(results) == deadline
+    assert [r["concurrency"] for r in read_results(results)[0]] == [2, 1] and read_results(results)[1] == 0
+    assert read_progress(open(progress_file(results)).read())["deadline"] == deadline
+
+
+def test_a_run_the_deadline_did_not_stop_has_no_deadline(server, tmp_path):  # noqa: F811
+    results = str(tmp_path / "vllm-ascend.jsonl")
+    result = load_test.run(params(base_url=server, results_file=results, new_group_deadline_s=3600))
+    assert (result["stopped_by_deadline"], result["deadline"]) == (False, None)
+    assert bench_record.read_deadline(results) is None
+    assert "deadline" not in read_progress(open(progress_file(results)).read())
+
+
+def test_the_module_warns_of_the_groups_its_deadline_left_out(server):  # noqa: F811
+    result = run_module("vllm_benchmark", base_url=server, image_sizes=["32x24"], max_tokens=[3], concurrency=[1, 2],
+                        requests_per_group=2, warmup_requests=0, answer_check="none", new_group_deadline_s=0.001)
+    assert result["stopped_by_deadline"] is True
+    (warning,) = result["warnings"]
+    warning = json.dumps(warning)  # ansible-core keeps a warning's text in a record of its own
+    assert "new_group_deadline_s (0.001 s) stopped the run " in warning
+    assert "1 of its 2 groups was not run (32x24, max_tokens 3, concurrency 2)" in warning
+    assert "Fix: raise vllm_bench_new_group_deadline_s" in warning and "vllm_bench_resume=true" in warning
+
+
 def test_a_failed_run_says_so_in_its_progress_file(server, tmp_path):  # noqa: F811
     results = str(tmp_path / "v.jsonl")
     with pytest.raises(load_test.BenchmarkError, match="model 'gpt-4' is not served at .*; it serves: %s" % MODEL):
@@ -150,6 +188,15 @@ def test_check_mode_plans_the_full_matrix_and_touches_nothing(tmp_path):
          "estimated_seconds": pytest.approx(round(8 * 256 * 0.09, 1))}]
     assert sum(group["estimated_seconds"] for group in planned["planned"]) == pytest.approx(
         planned["estimated_seconds"], abs=0.5)
+    # The default pace is the seed's hardware: whoever reads the estimate on a twin learns it is not the twin's.
+    assert planned["estimate_basis"] == (
+        "estimated from the seed's 310P timings (real hardware: 0.09 s per output token on a 310P3 pair with TP 2); "
+        "other hardware, or a stand-in, runs at its own pace")
+
+
+def test_an_estimate_at_a_pace_given_says_so():
+    planned = load_test.run(params(base_url="http://127.0.0.1:9", estimate_seconds_per_token=0.002), check_mode=True)
+    assert planned["estimate_basis"] == "estimated at 0.002 s per output token (estimate_seconds_per_token, as given)"
 
 
 def test_the_key_is_read_from_the_servers_env_file(server, tmp_path):  # noqa: F811

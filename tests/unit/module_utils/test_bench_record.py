@@ -57,6 +57,33 @@ def test_no_results_file_has_no_records(tmp_path):
     assert read_results(str(tmp_path / "none.jsonl")) == ([], 0)
 
 
+def deadline(*not_run):
+    return {"new_group_deadline_s": 3600.0, "elapsed_s": 3641.2, "groups_total": 45, "stopped_at": 1796000000.0,
+            "not_run": [{"image_size": "640x480", "max_tokens": 32, "concurrency": users} for users in not_run]}
+
+
+def test_a_deadline_line_is_no_record_nor_a_line_cut_and_the_last_one_is_read(tmp_path):
+    path = str(tmp_path / "vllm-ascend.jsonl")
+    assert bench_record.read_deadline(path) is None
+    append_result(path, record(1, 2.0))
+    append_result(path, {"deadline": deadline(8, 16)})
+    append_result(path, record(8, 4.0))  # a resume
+    append_result(path, {"deadline": deadline(16)})
+    assert read_results(path) == ([record(1, 2.0), record(8, 4.0)], 0)
+    assert bench_record.read_deadline(path) == deadline(16)
+
+
+def test_a_deadline_reads_as_the_groups_it_left_out_and_the_setting_to_raise():
+    assert bench_record.deadline_text(deadline(64)) == (
+        "new_group_deadline_s (3600 s) stopped the run 3641 s after its first group started: 1 of its 45 groups was "
+        "not run (640x480, max_tokens 32, concurrency 64). Fix: raise vllm_bench_new_group_deadline_s "
+        "(new_group_deadline_s; 0 for none), then rerun with -e vllm_bench_resume=true, which runs only the groups "
+        "not recorded")
+    assert "5 of its 45 groups were not run (640x480, max_tokens 32, concurrency 1; 640x480, max_tokens 32, " \
+        "concurrency 2; 640x480, max_tokens 32, concurrency 4; and 2 more). Fix: " in bench_record.deadline_text(
+            deadline(1, 2, 4, 8, 16))
+
+
 def test_file_names_and_the_instance_they_belong_to():
     path = results_file("/var/lib/vllm-bench", "vllm-ascend-1")
     assert path == "/var/lib/vllm-bench/vllm-ascend-1.jsonl"
@@ -87,6 +114,9 @@ def test_progress_is_written_whole_throttled_and_finished(tmp_path, monkeypatch)
     assert progress["finished"] is True and "group" not in progress
     assert progress["error"] == "cannot reach http://127.0.0.1:8000/v1/models" and progress["groups_done"] == 2
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a.jsonl.progress.json"]
+    writer.finish(groups_done=3, groups_total=12, deadline=deadline(16))
+    progress = read_progress(open(progress_file(results)).read())
+    assert progress["deadline"] == deadline(16) and "error" not in progress
 
 
 def test_no_results_file_writes_no_progress(tmp_path):

@@ -47,3 +47,16 @@ def test_a_fresh_run_keeps_the_newest_set_aside_results_of_each_instance():
     found += [{"path": "/r/b.jsonl.20261201T000000Z", "mtime": 1}]
     assert vllm_bench.vllm_bench_expired(found, 5) == ["/r/a.jsonl.20261201T000000Z", "/r/a.jsonl.20261202T000000Z"]
     assert vllm_bench.vllm_bench_expired(found, 0) == sorted(entry["path"] for entry in found)
+
+
+def test_the_roles_plan_says_what_its_estimates_are_based_on():
+    """The plan of a twin's run shows the seed's real-hardware pace as such, once under the instances' lines."""
+    defaults = {name: spec.get("default") for name, spec in vllm_benchmark.ARGUMENT_SPEC.items()}
+    planned = [dict(vllm_benchmark.run(dict(defaults, max_tokens=[32], image_sizes=["640x480"]), check_mode=True),
+                    item={"name": instance}) for instance in ("vllm-ascend-npu1", "vllm-ascend-npu2")]
+    lines = vllm_bench.vllm_bench_plan_lines(planned)
+    # 64 + 8 + 4 + 2 + 1 waves of 32 tokens at the seed's 0.09 s: 228 s.
+    assert lines[:2] == ["vllm-ascend-npu1: 5 groups, 320 requests, estimated 3m48s",
+                         "vllm-ascend-npu2: 5 groups, 320 requests, estimated 3m48s"]
+    assert lines[2:] == ["estimated from the seed's 310P timings (real hardware: 0.09 s per output token on a 310P3 "
+                         "pair with TP 2); other hardware, or a stand-in, runs at its own pace"]
