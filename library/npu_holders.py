@@ -16,10 +16,14 @@ description:
   - Lists every process with one of the C(davinci*) device nodes open (C(/dev/davinciN), C(/dev/davinci_manager)),
     read from C(/proc/<pid>/fd), with the ID of the container it runs in when its cgroup names one.
   - Lists every running Docker container that maps one of those nodes (C(HostConfig.Devices)) or is privileged
-    (a privileged container sees every device), with its name, image and labels.
+    (a privileged container sees every device), with its name, image, labels and state.
+  - Running containers are those C(docker ps) lists, a restarting one among them (its restart policy starts it
+    again on the same chips).
   - The driver installer's PCIe hot reset fails while any of them is there (it checks open device nodes and the
     containers' device maps), and the new driver then waits for a reboot; the ascend_driver role uses this list
     to stop its own containers first and to refuse while anything else holds a chip.
+  - The ascend_preflight role fails a host where a container that is not this collection's maps a chip (a chip
+    opens in one container only, and the vLLM container would fail at start).
   - Reads only; changes nothing.
 version_added: "1.0.0"
 author:
@@ -99,6 +103,10 @@ containers:
     labels:
       description: The container's labels.
       type: dict
+    status:
+      description: Docker's state of the container (C(State.Status)).
+      type: str
+      sample: restarting
 docker_available:
   description: The Docker CLI ran and its engine answered.
   returned: always

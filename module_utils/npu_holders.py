@@ -4,8 +4,9 @@
 """What holds a host's NPU device nodes: processes with one open, containers that map one, and the one rule for
 which device node is a chip.
 
-Used by the npu_holders module (the driver role), and by vllm_instance, which refuses to start an instance while a
-container of another owner maps its chips (a chip opens in one container only: drvRet=87, resources are busy).
+Used by the npu_holders module (the driver role and preflight), npu_facts (a process's container), vllm_instance (a
+chip's node), and serving_plan and the doctor's evidence, which refuse or report a container of another owner that
+maps planned chips (a chip opens in one container only: drvRet=87, resources are busy).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -88,7 +89,8 @@ def processes(dev_dir):
 
 
 def containers(docker, dev_dir, runner=run_docker):
-    """(running containers mapping a node or privileged, whether the engine answered)."""
+    """(running containers mapping a node or privileged, whether the engine answered). Running as `docker ps`
+    lists them: a restarting container (a restart policy between two attempts) too, which takes its chips again."""
     try:
         code, out, _err = runner(docker, "ps", "--quiet", "--no-trunc", timeout=60)
     except DockerUnavailable:
@@ -118,19 +120,31 @@ def containers(docker, dev_dir, runner=run_docker):
         if mapped:
             found.append(dict(id=detail.get("Id"), name=(detail.get("Name") or "").lstrip("/"),
                               image=(detail.get("Config") or {}).get("Image"), devices=mapped,
-                              labels=(detail.get("Config") or {}).get("Labels") or {}))
+                              labels=(detail.get("Config") or {}).get("Labels") or {},
+                              status=(detail.get("State") or {}).get("Status")))
     return found, True
 
 
-def foreign_holders(docker, devices, label_prefix, runner=run_docker):
-    """Running containers not of this collection that map any of devices, each as a sentence. A privileged
-    container sees every chip but is not named: most (monitoring agents) open none."""
-    listed, _available = containers(docker, "/dev", runner)
+def is_ours(container, label_prefix):
+    """A container this collection deployed under label_prefix (its <prefix>.instance label): the server phase
+    keeps it, replaces it, or removes it as no longer planned."""
+    return bool((container.get("labels") or {}).get(label_prefix + ".instance"))
+
+
+def chip_holders(listed, devices, label_prefix):
+    """Of the containers listed (as containers() gives them), those not ours that map any of devices, each with
+    `held`: the devices it maps. A privileged container sees every chip but is not one of them: most (monitoring
+    agents) open none."""
     found = []
     for container in listed:
-        if (container["labels"] or {}).get(label_prefix + ".instance"):
-            continue  # ours: kept, replaced, or removed by the plan as no longer planned
         held = sorted(set(devices) & set(container["devices"]))
-        if held:
-            found.append("container %s maps %s" % (container["name"], ", ".join(held)))
+        if held and not is_ours(container, label_prefix):
+            found.append(dict(container, held=held))
     return found
+
+
+def foreign_holders(docker, devices, label_prefix, runner=run_docker):
+    """Running containers not of this collection that map any of devices, each as a sentence."""
+    listed, _available = containers(docker, "/dev", runner)
+    return ["container %s maps %s" % (container["name"], ", ".join(container["held"]))
+            for container in chip_holders(listed, devices, label_prefix)]

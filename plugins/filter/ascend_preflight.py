@@ -5,6 +5,7 @@ which check, what was found, what is required and how to fix it; the role adds t
 """
 import os
 
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import chip_holders, is_ours
 from ansible_collections.ascend.fleet.plugins.plugin_utils.mounts import free_bytes
 from ansible_collections.ascend.fleet.plugins.plugin_utils.versions import version_key
 
@@ -14,6 +15,8 @@ DRIVER_24_WHY = ("24.x drivers are known to crash vLLM-Ascend on large images an
                  "slow (vllm-ascend issue 3860); CANN 8.5 in the v0.18.0rc1 image supports driver families "
                  "25.0, 25.2, 25.3 and 25.5 only")
 HELD_CHIP_WHY = "a chip held by another process makes the vLLM container fail with dcmi error -8020"
+HELD_BY_CONTAINER_WHY = ("a chip opens in one container only: the vLLM container would fail at start (drvRet=87, "
+                         "resources are busy)")
 
 
 def finding(check, found, required, fix):
@@ -145,8 +148,8 @@ def check_devices(facts):
     return findings
 
 
-def check_processes(facts, own_container_ids):
-    own = set(own_container_ids or [])
+def check_processes(facts, containers, label_prefix):
+    own = set(container["id"] for container in containers if is_ours(container, label_prefix))
     foreign = ["pid %s (%s, %s MB) on NPU %s chip %s" % (p["pid"], p["name"], p.get("memory_mb"), p["npu_id"],
                                                          p["chip_id"])
                for p in facts.get("processes", []) if not p.get("container_id") or p["container_id"] not in own]
@@ -155,6 +158,35 @@ def check_processes(facts, own_container_ids):
     return [finding("chip in use", "; ".join(foreign), "no process outside this collection's containers on a chip",
                     "stop that process (`kill <pid>`) or the container running it (`docker ps`); %s"
                     % HELD_CHIP_WHY)]
+
+
+def deploy_prefixes(labels):
+    """The label prefixes a container carries as one of this collection's instances does (<prefix>.instance beside
+    <prefix>.host): a deploy of this collection under another fleet_label_prefix."""
+    return sorted(key[:-len(".instance")] for key in labels
+                  if key.endswith(".instance") and key[:-len(".instance")] + ".host" in labels)
+
+
+def check_containers(facts, containers, label_prefix):
+    """A finding for each container of another owner that maps one of the host's chips, running or restarting.
+    Ours (labelled <prefix>.instance) are not among them: the server phase replaces them."""
+    findings = []
+    for holder in chip_holders(containers, facts.get("devices", []), label_prefix):
+        name = holder["name"]
+        state = ", %s" % holder["status"] if holder.get("status") else ""
+        fix = ("stop it and keep it stopped (`docker update --restart=no %s && docker stop %s`), or remove it "
+               "(`docker rm -f %s`)" % (name, name, name))
+        prefixes = deploy_prefixes(holder.get("labels") or {})
+        if prefixes:
+            fix = ("it is an instance of an earlier deploy of this collection under fleet_label_prefix %s: take "
+                   "that deploy away with `ansible-playbook playbooks/teardown.yml -e fleet_label_prefix=%s --limit "
+                   "<host>` (it removes the host's serving plan and the instances it names too), or %s" % (
+                       prefixes[0], prefixes[0], fix))
+        findings.append(finding("chip held by a container", "container %s (image %s%s) maps %s" % (
+            name, holder.get("image"), state, ", ".join(holder["held"])),
+            "no container but this collection's (label %s.instance) mapping a chip" % label_prefix,
+            "%s; %s" % (fix, HELD_BY_CONTAINER_WHY)))
+    return findings
 
 
 def check_disk(disk_checks, mounts):
@@ -182,6 +214,7 @@ def check_tuning(settings):
 def ascend_preflight_findings(facts, settings):
     """All verdicts for one host: {'failures': [...], 'warnings': [...], 'excluded_npu_ids': [...]}."""
     failures, warnings, excluded = [], [], []
+    containers, label_prefix = settings.get("containers") or [], settings["label_prefix"]
     architecture = settings.get("architecture")
     if architecture not in settings["allowed_architectures"]:
         failures.append(finding("CPU architecture", architecture, "one of: %s" % ", ".join(
@@ -200,7 +233,9 @@ def ascend_preflight_findings(facts, settings):
         failures.extend(health_failures)
         warnings.extend(health_warnings)
         failures.extend(check_devices(facts))
-        failures.extend(check_processes(facts, settings.get("own_container_ids")))
+        failures.extend(check_processes(facts, containers, label_prefix))
+    # Whether npu-smi answers or not: a container holding a chip is a cause of dcmi errors -8005 and -8020.
+    failures.extend(check_containers(facts, containers, label_prefix))
     failures.extend(check_disk(settings.get("disk_checks"), settings.get("mounts")))
     warnings.extend(check_tuning(settings.get("tuning")))
     return {"failures": failures, "warnings": warnings, "excluded_npu_ids": excluded,

@@ -62,13 +62,6 @@ def test_play_keywords_repeat_the_fleet_defaults_exactly(playbook):
         fleet["fleet_max_fail_percentage"])
 
 
-def test_the_label_preflight_trusts_is_the_one_the_server_writes():
-    host_checks = (REPO / "roles/ascend_preflight/tasks/host.yml").read_text()
-    assert "selectattr('labels', 'contains', fleet_label_prefix ~ '.instance')" in host_checks
-    server_filter = (REPO / "plugins/filter/vllm_server.py").read_text()
-    assert '"%s.instance=%s" % (settings["label_prefix"]' in server_filter
-
-
 def test_the_benchmark_plays_target_is_the_roles_default():
     """The play's hosts are read before the role loads: benchmark.yml repeats vllm_bench_target's default."""
     (play,) = yaml.safe_load((REPO / "playbooks/benchmark.yml").read_text())

@@ -2,13 +2,17 @@
 import copy
 
 import pytest
+import serving_plans
+import yaml
 
 from ansible_collections.ascend.fleet.plugins.filter import ascend_preflight as preflight
+from conftest import REPO
 
 SETTINGS = {
     "architecture": "aarch64", "allowed_architectures": ["aarch64", "x86_64"],
     "driver_version": "25.5.2", "firmware_version": "7.8.0.7.220", "version_policy": "exact", "strict": True,
-    "allowed_products": ["Atlas 300I Duo"], "unhealthy_chip_action": "fail", "own_container_ids": [],
+    "allowed_products": ["Atlas 300I Duo"], "unhealthy_chip_action": "fail", "containers": [],
+    "label_prefix": "ascend-vllm-fleet",
     "disk_checks": [], "mounts": [],
 }
 
@@ -200,15 +204,94 @@ def test_manager_devices_named_as_the_facts_name_them():
     assert failure["required"] == "davinci_manager, devmm_svm and hisi_hdc"
 
 
+def holder(name, devices, labels=None, status="running", image="quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"):
+    """A container as the npu_holders module lists it."""
+    return {"id": name * (64 // len(name) + 1), "name": name, "image": image, "devices": list(devices),
+            "labels": labels or {}, "status": status}
+
+
+OURS = {"ascend-vllm-fleet.instance": "vllm-ascend", "ascend-vllm-fleet.host": "npu-a"}
+
+
 def test_foreign_process_fails_but_our_containers_do_not():
     facts = duo_facts()
+    ours = holder("vllm-ascend", ["/dev/davinci3"], labels=OURS)
     facts["processes"] = [{"npu_id": 1, "chip_id": 0, "pid": 41877, "name": "python3.9", "memory_mb": 15321,
                            "container_id": None},
                           {"npu_id": 2, "chip_id": 1, "pid": 500, "name": "vllm", "memory_mb": 9000,
-                           "container_id": "a" * 64}]
-    failure = only_failure(judge(facts, own_container_ids=["a" * 64]))
+                           "container_id": ours["id"]}]
+    failure = only_failure(judge(facts, containers=[ours]))
     assert failure["found"] == "pid 41877 (python3.9, 15321 MB) on NPU 1 chip 0"
     assert "-8020" in failure["fix"]
+
+
+def test_a_container_of_another_owner_on_a_chip_fails_naming_it():
+    # Running or restarting (a restart policy takes the chip again): either holds it from ours.
+    exporter = holder("npu-exporter", ["/dev/davinci0", "/dev/davinci_manager"], image="npu-exporter:v6.0.0")
+    job = holder("llm-test", ["/dev/davinci3", "/dev/davinci2"], status="restarting")
+    result = judge(duo_facts(), containers=[exporter, job, holder("vllm-ascend", ["/dev/davinci1"], labels=OURS)])
+    assert [(f["check"], f["found"]) for f in result["failures"]] == [
+        ("chip held by a container", "container npu-exporter (image npu-exporter:v6.0.0, running) maps /dev/davinci0"),
+        ("chip held by a container", "container llm-test (image quay.io/ascend/vllm-ascend:v0.18.0rc1-310p, "
+                                     "restarting) maps /dev/davinci2, /dev/davinci3")]
+    failure = result["failures"][0]
+    assert failure["required"] == "no container but this collection's (label ascend-vllm-fleet.instance) mapping a chip"
+    assert "`docker update --restart=no npu-exporter && docker stop npu-exporter`" in failure["fix"]
+    assert "`docker rm -f npu-exporter`" in failure["fix"] and "drvRet=87" in failure["fix"]
+    assert "teardown" not in failure["fix"]
+
+
+def test_containers_that_map_no_chip_of_the_host_pass():
+    # The manager device alone, a privileged agent (it sees every chip and opens none, as the server phase
+    # judges it), and a chip node this host does not have.
+    containers = [holder("manager-only", ["/dev/davinci_manager"]), holder("agent", ["all"]),
+                  holder("elsewhere", ["/dev/davinci9"])]
+    assert judge(duo_facts(), containers=containers)["failures"] == []
+
+
+def test_our_containers_under_the_prefix_in_use_are_ours_and_no_other():
+    facts = duo_facts()
+    ours = holder("vllm-ascend", ["/dev/davinci0"], labels={"site-b.instance": "vllm-ascend", "site-b.host": "npu-a"})
+    assert judge(facts, containers=[ours], label_prefix="site-b")["failures"] == []
+    failure = only_failure(judge(facts, containers=[ours]))
+    assert failure["found"] == ("container vllm-ascend (image quay.io/ascend/vllm-ascend:v0.18.0rc1-310p, running) "
+                                "maps /dev/davinci0")
+    assert failure["fix"].startswith(
+        "it is an instance of an earlier deploy of this collection under fleet_label_prefix site-b: take that deploy "
+        "away with `ansible-playbook playbooks/teardown.yml -e fleet_label_prefix=site-b --limit <host>`")
+    assert "`docker rm -f vllm-ascend`" in failure["fix"]
+
+
+def test_the_containers_the_server_phase_starts_are_the_ones_preflight_trusts():
+    # Both roles read fleet_label_prefix, and the server labels its containers as preflight judges them.
+    (judge_task,) = [task for task in yaml.safe_load((REPO / "roles/ascend_preflight/tasks/host.yml").read_text())
+                     if task["name"] == "Judge the host"]
+    assert judge_task["vars"]["ascend_preflight_settings"]["label_prefix"] == "{{ fleet_label_prefix }}"
+    server_vars = yaml.safe_load((REPO / "roles/vllm_server/vars/main.yml").read_text())
+    assert server_vars["vllm_server_run_options"]["label_prefix"] == "{{ fleet_label_prefix }}"
+    facts = duo_facts()
+    recorded = serving_plans.recorded(facts, "npu-a")
+    (instance,) = recorded["instances"]
+    run = serving_plans.vllm_server.vllm_server_docker_run(instance, recorded, {
+        "docker_bin": "docker", "label_prefix": "site-b", "restart_policy": "always", "shm_size": "10g",
+        "privileged": False, "dcmi_dir": "/usr/local/dcmi", "npu_smi": "/usr/local/bin/npu-smi",
+        "driver_home": "/usr/local/Ascend/driver", "install_info": "/etc/ascend_install.info",
+        "cache_dir": "/var/cache/vllm-ascend", "model_dir": "/m", "model_container_dir": "/m",
+        "bind_address": "0.0.0.0", "container_port": 8000, "env": {}, "env_file": "",
+        "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2, "enforce_eager": True,
+        "dtype": "float16", "max_pixels": 0, "extra_args": [], "jemalloc_path": "", "cpu_binding": "cpuset",
+        "hub_offline": True, "usage_stats": False, "ready_timeout": 1200, "log_driver": "", "log_options": {}})
+    labels = dict(line[1].split("=", 1) for line in run if line[0] == "--label")
+    started = holder(instance["name"], instance["devices"], labels=labels)
+    assert judge(facts, containers=[started], label_prefix="site-b")["failures"] == []
+    assert only_failure(judge(facts, containers=[started]))["check"] == "chip held by a container"
+
+
+def test_a_container_on_a_chip_is_named_when_npu_smi_fails_for_it():
+    facts = dict(duo_facts(), ready=False, problems=["`npu-smi info` failed: dcmi module initialize failed. ret is "
+                                                      "-8005"])
+    result = judge(facts, containers=[holder("llm-test", ["/dev/davinci0"])])
+    assert [f["check"] for f in result["failures"]] == ["NPU ready", "chip held by a container"]
 
 
 def test_dcmi_failure_is_reported_with_its_cause_and_versions_still_checked():
