@@ -1,8 +1,13 @@
-"""Every variable a role accepts (meta/argument_specs.yml) is documented in that role's README."""
+"""Every variable a role accepts (meta/argument_specs.yml) is documented in that role's README, and every filter the
+collection exports is documented where ansible-doc finds it (plugins/filter/<name>.yml)."""
+import importlib
+import json
+import subprocess
+
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import REPO, venv_tool
 
 ROLES = sorted(path.parent.parent.name for path in REPO.glob("roles/*/meta/argument_specs.yml"))
 
@@ -21,3 +26,37 @@ def test_every_default_is_in_the_argument_specs(role):
     options = yaml.safe_load((REPO / "roles" / role / "meta/argument_specs.yml").read_text())
     missing = sorted(set(defaults) - set(options["argument_specs"]["main"]["options"]))
     assert missing == [], "roles/%s/meta/argument_specs.yml lacks: %s" % (role, ", ".join(missing))
+
+
+def exported_filters():
+    """Every filter the collection's filter plugins export, by name."""
+    names = set()
+    for path in (REPO / "plugins" / "filter").glob("*.py"):
+        module = importlib.import_module("ansible_collections.ascend.fleet.plugins.filter." + path.stem)
+        names |= set(module.FilterModule().filters())
+    return sorted(names)
+
+
+def test_every_filter_is_documented_as_ansible_doc_shows_it():
+    names = exported_filters()
+    shown = subprocess.run([venv_tool("ansible-doc"), "-t", "filter", "--json"] + ["ascend.fleet." + name
+                                                                                   for name in names],
+                           cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert shown.returncode == 0, shown.stderr
+    docs = json.loads(shown.stdout)
+    undocumented = [name for name in names if not (docs.get("ascend.fleet." + name) or {}).get("doc")]
+    assert undocumented == [], "no plugins/filter/<name>.yml that ansible-doc reads for: %s\n%s" % (
+        ", ".join(undocumented), shown.stderr)
+    for name in names:
+        shown_doc = docs["ascend.fleet." + name]
+        doc = shown_doc["doc"]
+        assert doc["name"] == name and doc["short_description"] and doc["description"], name
+        assert "_input" in doc["options"] and "_value" in shown_doc["return"], name
+        # Users copy the examples ansible-doc shows: each calls its filter by its full name.
+        assert "ascend.fleet.%s" % name in shown_doc["examples"], name
+
+
+def test_each_filter_documentation_file_is_of_an_exported_filter():
+    # A file named after no filter documents nothing: ansible-doc finds a filter's documentation by its name.
+    files = sorted(path.stem for path in (REPO / "plugins" / "filter").glob("*.yml"))
+    assert sorted(set(files) - set(exported_filters())) == []
