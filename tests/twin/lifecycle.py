@@ -16,6 +16,7 @@ Real hosts are Kunpeng 920s, aarch64: every image is built for this machine's ar
 runs under qemu-user (binfmt_misc with qemu-user-static's fix-binary flag). The stand-in is pushed as one multi-arch
 tag, as quay.io's are, so each host pulls its own platform.
 """
+import argparse
 import base64
 import contextlib
 import fcntl
@@ -38,6 +39,7 @@ import bcrypt
 import yaml
 
 from . import fleet
+from .hosts import PROFILES_FILE, load_profiles
 from .platforms import ARCHITECTURES, BUILT, NATIVE, oci_platform, require_emulation
 from .shell import TwinError, docker, log, run
 
@@ -98,6 +100,9 @@ STATE_FILE = "state.json"
 DEMO_PROFILES = ("seed_duo4", "duo2")
 DEMO_AARCH64_PROFILE = "kunpeng_seed_duo4"
 DEMO_GATEWAY = "twin-gw"
+DEMO_GATEWAY_PROFILE = "gateway_monitoring"
+# `up --profile NAME`: the key of the choice for every Ascend host of the demo, beside those of single hosts.
+EVERY_HOST = "*"
 
 
 def apt_mirror():
@@ -138,13 +143,41 @@ def port_open(address, port):
         return sock.connect_ex((address, port)) == 0
 
 
-def demo_hosts(count, aarch64=0):
+def demo_hosts(count, aarch64=0, profiles=None):
     """Names and profiles of the demo fleet: count Ascend hosts, twin-01 (the seed's host), twin-02, ..., the last
-    `aarch64` of them Kunpeng hosts, and twin-gw, the gateway in front of them."""
+    `aarch64` of them Kunpeng hosts, and twin-gw, the gateway in front of them. profiles: the profiles chosen
+    (`up --profile`), by host name, EVERY_HOST for every Ascend host; a host's own choice wins."""
     hosts = {"twin-%02d" % (index + 1): DEMO_PROFILES[index % len(DEMO_PROFILES)] if index < count - aarch64
              else DEMO_AARCH64_PROFILE for index in range(count)}
-    hosts[DEMO_GATEWAY] = "gateway_monitoring"
+    profiles = dict(profiles or {})
+    if EVERY_HOST in profiles:
+        hosts = dict.fromkeys(hosts, profiles.pop(EVERY_HOST))
+    hosts[DEMO_GATEWAY] = DEMO_GATEWAY_PROFILE
+    unknown = sorted(set(profiles) - set(hosts))
+    if unknown:
+        raise TwinError("--profile %s=%s: the demo fleet has no host %s (its hosts: %s). Fix: name one of them, or "
+                        "give --hosts to make more" % (unknown[0], profiles[unknown[0]], unknown[0],
+                                                       ", ".join(sorted(hosts))))
+    hosts.update(profiles)
     return hosts
+
+
+def host_profiles(group):
+    """The profiles of profiles.yml for hosts of an inventory group (ascend, or gateway), sorted."""
+    return sorted(name for name, profile in load_profiles().items() if profile.get("group", "ascend") == group)
+
+
+def profile_choice(value):
+    """`up --profile`'s value as (host, profile): NAME, for every Ascend host of the demo (host EVERY_HOST), or
+    HOST=NAME for one; NAME a profile of profiles.yml that fits the host (the gateway's, for twin-gw)."""
+    host, _equals, name = value.rpartition("=")
+    group = "gateway" if host == DEMO_GATEWAY else "ascend"
+    choices = host_profiles(group)
+    if name not in choices:
+        raise argparse.ArgumentTypeError("%s: %s is no %s profile of %s; expected one of: %s" % (
+            value, json.dumps(name), "gateway" if group == "gateway" else "Ascend host", PROFILES_FILE,
+            ", ".join(choices)))
+    return host or EVERY_HOST, name
 
 
 class Twin:
@@ -530,7 +563,8 @@ class Twin:
         state = self.load_state()
         return fleet.Fleet(self, home, hosts, state.get("host_images"), inventory=inventory)
 
-    def demo_fleet(self, count=None, aarch64=None):
+    def demo_layout(self, count=None, aarch64=None, profiles=None):
+        """The demo fleet's hosts and profiles (demo_hosts), as many hosts and Kunpeng hosts as now unless given."""
         state = self.load_state()
         hosts = {name: profile for name, profile in (state.get("hosts") or {}).items() if name != DEMO_GATEWAY}
         if count is None:
@@ -540,14 +574,22 @@ class Twin:
         if aarch64 > count:
             raise TwinError("--aarch64 %d: more than the %d demo hosts. Fix: give --hosts %d or more"
                             % (aarch64, count, aarch64))
-        return self.fleet(self.home / "demo", demo_hosts(count, aarch64), inventory=self.inventory)
+        return demo_hosts(count, aarch64, profiles)
 
-    def up(self, count=None, aarch64=None):
+    def demo_fleet(self, count=None, aarch64=None, profiles=None):
+        return self.fleet(self.home / "demo", self.demo_layout(count, aarch64, profiles), inventory=self.inventory)
+
+    def up(self, count=None, aarch64=None, profiles=None):
         """The twin with its demo fleet: this machine's images, and another architecture's where a demo host is of
-        it (the fleet adds them)."""
+        it (the fleet adds them). profiles: as demo_hosts takes them; without, each host its demo profile."""
+        hosts = self.demo_layout(count, aarch64, profiles)  # a wrong choice stops here, before anything starts
         state = self.infrastructure()
-        demo = self.demo_fleet(count, aarch64)
-        stale = set(state.get("hosts") or {}) - set(demo.hosts)
+        demo = self.fleet(self.home / "demo", hosts, inventory=self.inventory)
+        # A host given another profile is another machine: made afresh, as a host's files are made only once
+        # and what its old profile ran (a foreign container, a driver installed since) would stay.
+        was = state.get("hosts") or {}
+        stale = set(was) - set(demo.hosts)
+        stale |= set(name for name, host in demo.hosts.items() if was.get(name, host.profile_name) != host.profile_name)
         if stale:
             demo.remove_hosts(sorted(stale))
         demo.up()
@@ -627,8 +669,6 @@ class Twin:
 
 
 def main(argv=None):
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m twin", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["up", "roots", "build", "down", "status"],
                         help="build: the images of every architecture (up builds this machine's, and another's "
@@ -637,6 +677,10 @@ def main(argv=None):
     parser.add_argument("--hosts", type=int, help="with up: how many demo hosts (default: as many as now, or 2)")
     parser.add_argument("--aarch64", type=int, help="with up: how many of them are Kunpeng (aarch64) hosts, which "
                         "run emulated and slower (README: the twin) (default: as many as now, or 0)")
+    parser.add_argument("--profile", action="append", type=profile_choice, default=[], metavar="[HOST=]NAME",
+                        help="with up: the profile (%s) of every Ascend demo host (NAME), or of one host "
+                        "(HOST=NAME, which wins); repeatable. A host given another profile than it has is made "
+                        "afresh (default: the demo's profiles)" % PROFILES_FILE)
     parser.add_argument("--purge", action="store_true", help="with down: also remove the caches")
     parser.add_argument("--inventory", help="with up: where to write the demo fleet's inventory (default %s)"
                         % DEFAULT_INVENTORY)
@@ -645,10 +689,17 @@ def main(argv=None):
         parser.error("--hosts %d: expected 1 or more" % args.hosts)
     if args.aarch64 is not None and args.aarch64 < 0:
         parser.error("--aarch64 %d: expected 0 or more" % args.aarch64)
+    profiles = dict(args.profile)
+    if args.aarch64 is not None and EVERY_HOST in profiles:
+        parser.error("--aarch64 %d with --profile %s: that profile is every Ascend host's, so it decides their "
+                     "architecture. Fix: leave out --aarch64, or give hosts their profiles one by one "
+                     "(--profile twin-02=%s)" % (args.aarch64, profiles[EVERY_HOST], DEMO_AARCH64_PROFILE))
+    if args.profile and args.command != "up":
+        parser.error("--profile is for up, not %s" % args.command)
     twin = Twin(inventory=args.inventory)
     try:
         if args.command == "up":
-            twin.up(args.hosts, args.aarch64)
+            twin.up(args.hosts, args.aarch64, profiles)
         elif args.command == "build":
             for architecture in BUILT:
                 twin.add_architecture(architecture)
