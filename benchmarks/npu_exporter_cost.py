@@ -2,12 +2,16 @@
 """What the NPU collector costs a host: CPU per reading, and its share of one core at the default interval.
 
 The collector (module_utils/npu_exporter.py) shares the host's CPUs with vLLM. Each reading runs `npu-smi info`
-once, parses it and renders the exposition; scrapes are answered from the last reading and cost next to nothing.
+once and the Docker CLI twice (`docker ps` and `docker container inspect` of the instances' containers, for their
+restart counts), parses them and renders the exposition; scrapes are answered from the last reading and cost next
+to nothing.
 This runs the collector's own reading loop against the twin's npu-smi emulator (tests/twin/npu_smi.py) with the
 seed's host profile (four Duo cards, eight chips), counts the CPU time of the collector's process and of the
-npu-smi processes it starts (getrusage), and times scrapes of its HTTP server. Prints the CPU per reading split
-in collector and npu-smi, and both as a share of one core at a 15 s interval. The emulator is a Python program
-(its start is most of its cost); a real npu-smi's own CPU differs, the collector's own part does not.
+npu-smi and docker processes it starts (getrusage; docker is this machine's own CLI and engine, which runs no
+instance container, so a reading runs `docker ps` only), and times scrapes of its HTTP server. Prints the CPU per
+reading split in collector and its children, and both as a share of one core at a 15 s interval. The emulator is
+a Python program (its start is most of its cost); a real npu-smi's own CPU differs, the collector's own part does
+not.
 
 Usage: .venv/bin/python benchmarks/npu_exporter_cost.py [--readings 200] [--interval 15]
 """
@@ -69,10 +73,10 @@ def main():
         server.shutdown()
 
     print("NPU collector, %d readings of the seed's host (8 chips), %d scrapes" % (args.readings, args.scrapes))
-    print("  per reading: %.1f ms wall, CPU %.1f ms collector + %.1f ms npu-smi (the emulator)"
+    print("  per reading: %.1f ms wall, CPU %.1f ms collector + %.1f ms npu-smi (the emulator) and docker"
           % (wall * 1e3, own * 1e3, children * 1e3))
     print("  per scrape:  CPU under %.2f ms (served from the last reading)" % (scrape * 1e3))
-    print("  share of one core at a %gs interval: collector %.3f %%, with npu-smi %.3f %%"
+    print("  share of one core at a %gs interval: collector %.3f %%, with npu-smi and docker %.3f %%"
           % (args.interval, 100 * own / args.interval, 100 * (own + children) / args.interval))
 
 

@@ -14,6 +14,11 @@ The series carry the names and labels of Huawei's NPU Exporter (MindCluster), so
 npu-smi's ``npu_id`` and ``chip_id`` beside them. A 310P's memory is the DDR the table reports
 (``npu_chip_info_used_memory``/``total_memory``, MB); the 310P3 Duo prints its power as NA per chip, so
 ``npu_chip_info_power`` is only there where npu-smi gives a figure.
+
+It also reads, from Docker, how often Docker's restart policy started each of the host's vLLM containers again
+(``ascend_fleet_instance_restarts_total``, a container's RestartCount). A planned replacement is a new container,
+whose count starts at 0, and ``docker start``/``docker restart`` reset it: the count holds only the restarts nobody
+asked for (a crash, an exit), which the monitoring role's VllmRestarting alert counts.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import argparse
+import json
 import os
 import sys
 import threading
@@ -28,10 +34,12 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import ThreadingMixIn
 
+from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import DockerUnavailable, run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_gather import NPU_OPTIONS, Gatherer
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_smi import parse_table
 
 DEFAULT_PORT = 8082  # NPU Exporter's, so scrape configs written for it find this one
+DEFAULT_LABEL_PREFIX = "ascend-vllm-fleet"  # fleet_label_prefix's default
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # (name, chip key, help): one gauge per chip, as NPU Exporter names them.
 CHIP_GAUGES = (
@@ -65,13 +73,18 @@ def chip_labels(chip):
                    ("chip_id", chip.get("chip_id"))))
 
 
-def gauge(lines, name, help_text, samples):
-    """A gauge's HELP and TYPE lines and its samples, (label text, value); nothing when it has none."""
+def family(lines, name, kind, help_text, samples):
+    """A metric family's HELP and TYPE (kind) lines and its samples, (label text, value); nothing when it has
+    none."""
     samples = [(label_text, value) for label_text, value in samples if value is not None]
     if not samples:
         return
-    lines += ["# HELP %s %s" % (name, help_text), "# TYPE %s gauge" % name]
+    lines += ["# HELP %s %s" % (name, help_text), "# TYPE %s %s" % (name, kind)]
     lines += ["%s%s %s" % (name, label_text, repr(float(value))) for label_text, value in samples]
+
+
+def gauge(lines, name, help_text, samples):
+    family(lines, name, "gauge", help_text, samples)
 
 
 def read_chips(gatherer):
@@ -98,6 +111,41 @@ def read_chips(gatherer):
     return reading
 
 
+def read_containers(docker, label_prefix, timeout, runner=run_docker):
+    """This host's vLLM containers as Docker has them: {"containers": [{"id", "instance", "restarts"}],
+    "docker_problem": None, or why Docker could not be read}. Every container the deploy labelled
+    <label_prefix>.instance, running or not: the one a replacement set aside keeps its count, so putting it back
+    adds no restart."""
+    label = label_prefix + ".instance"
+    reading = {"containers": [], "docker_problem": None}
+    call = "ps"
+    try:
+        code, out, err = runner(docker, call, "--all", "--quiet", "--no-trunc", "--filter", "label=" + label,
+                                timeout=timeout)
+        ids = out.split() if code == 0 else []
+        if ids:
+            call = "container inspect"
+            code, out, err = runner(docker, "container", "inspect", "--", *ids, timeout=timeout)
+    except DockerUnavailable as unavailable:
+        reading["docker_problem"] = unavailable.why
+        return reading
+    try:
+        # A container removed between the two calls fails the second, which still prints the others.
+        details = json.loads(out) if ids else []
+    except ValueError:
+        details = []
+    if code != 0 and not details:
+        reading["docker_problem"] = "`docker %s` failed (exit %s): %s" % (
+            call, code, (err.strip().splitlines() or ["no output"])[-1])
+        return reading
+    for detail in details:
+        instance = ((detail.get("Config") or {}).get("Labels") or {}).get(label)
+        if instance and detail.get("Id"):
+            reading["containers"].append({"id": detail["Id"][:12], "instance": instance,
+                                          "restarts": detail.get("RestartCount") or 0})
+    return reading
+
+
 def exposition(reading, duration_s):
     """The Prometheus text of one reading."""
     lines = []
@@ -116,23 +164,34 @@ def exposition(reading, duration_s):
         else:
             samples = [(chip_labels(chip), chip.get(key)) for chip in chips]
         gauge(lines, name, help_text, samples)
+    gauge(lines, "npu_exporter_docker_up", "Whether the last reading of this host's vLLM containers from Docker "
+          "worked: 1 yes, 0 no", [("", 0 if reading["docker_problem"] else 1)])
+    family(lines, "ascend_fleet_instance_restarts_total", "counter",
+           "Times Docker's restart policy started this vLLM container again after it exited (its RestartCount). A "
+           "planned replacement is a new container, starting at 0; docker start and docker restart reset it",
+           [(labels((("vllm_instance", container["instance"]), ("container_id", container["id"]))),
+             container["restarts"]) for container in reading["containers"]])
     return "\n".join(lines) + "\n"
 
 
 class Collector:
-    """Reads the chips every interval on a thread of its own; `text` is the latest reading's exposition."""
+    """Reads the chips, and the vLLM containers from Docker (the `docker` CLI, containers labelled with
+    label_prefix), every interval on a thread of its own; `text` is the latest reading's exposition."""
 
-    def __init__(self, params, interval_s):
+    def __init__(self, params, interval_s, docker="docker", label_prefix=DEFAULT_LABEL_PREFIX, runner=run_docker):
         self.gatherer = Gatherer(params)
         self.interval_s = interval_s
+        self.docker, self.label_prefix, self.runner = docker, label_prefix, runner
         self.text = exposition({"chips": [], "driver_version": None, "firmware_version": None,
-                                "problem": "no reading yet"}, 0.0)
+                                "problem": "no reading yet", "containers": [], "docker_problem": "no reading yet"},
+                               0.0)
         self.stopped = threading.Event()
 
     def collect_once(self):
         started = time.monotonic()
         del self.gatherer.problems[:]  # the gatherer's problems are per reading, not kept for the service's life
         reading = read_chips(self.gatherer)
+        reading.update(read_containers(self.docker, self.label_prefix, self.gatherer.params["timeout"], self.runner))
         self.text = exposition(reading, time.monotonic() - started)
         return reading
 
@@ -170,7 +229,10 @@ def arguments(argv):
     parser = argparse.ArgumentParser(prog="npu_exporter", description="NPU metrics of this host for Prometheus")
     parser.add_argument("--listen-address", default="0.0.0.0", help="address to serve /metrics on")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--interval", type=float, default=15.0, help="seconds between two npu-smi readings")
+    parser.add_argument("--interval", type=float, default=15.0, help="seconds between two readings")
+    parser.add_argument("--docker", default="docker", help="the Docker CLI that lists the vLLM containers")
+    parser.add_argument("--label-prefix", default=DEFAULT_LABEL_PREFIX,
+                        help="the label namespace of the vLLM containers (<prefix>.instance names the instance)")
     for name, spec in NPU_OPTIONS.items():
         parser.add_argument("--" + name.replace("_", "-"), dest=name, default=spec.get("default"),
                             type=int if spec["type"] == "int" else str)
@@ -184,9 +246,9 @@ def main(argv=None):
     if args.interval <= 0 or not 0 < args.port < 65536:
         sys.stderr.write("npu_exporter: --interval must be above 0 and --port within 1-65535\n")
         return 2
-    # A reading never outlasts the interval: a hung npu-smi is cut off and reported as down at the next.
+    # No call of a reading outlasts the interval: a hung npu-smi or Docker is cut off and reported as down.
     params["timeout"] = max(1, min(int(params["timeout"]), int(args.interval)))
-    collector = Collector(params, args.interval)
+    collector = Collector(params, args.interval, args.docker, args.label_prefix)
     if args.once:
         collector.collect_once()
         sys.stdout.write(collector.text)

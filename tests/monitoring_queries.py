@@ -22,7 +22,8 @@ CONTRACT_SERIES = frozenset(
      "process_resident_memory_bytes", "process_start_time_seconds",
      "npu_chip_info_health_status", "npu_chip_info_temperature", "npu_chip_info_power", "npu_chip_info_utilization",
      "npu_chip_info_used_memory", "npu_chip_info_total_memory", "machine_npu_nums", "npu_driver_info",
-     "npu_exporter_npu_smi_up", "npu_exporter_collect_duration_seconds"]
+     "npu_exporter_npu_smi_up", "npu_exporter_collect_duration_seconds", "npu_exporter_docker_up",
+     "ascend_fleet_instance_restarts_total"]
     + [name + suffix for name in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")])
 # The node exporter's and HAProxy's own series: the contract names their families, not each series.
 CONTRACT_PREFIXES = ("node_", "haproxy_")
@@ -185,7 +186,7 @@ def chip(host, logic_id):
 def healthy_fleet(steps):
     """Every series of the contract for two Ascend hosts with two instances and two chips each, a gateway and the
     monitoring host: all up and healthy, serving two requests a step per instance (TTFT 2 s, 15 s end to end), with
-    flat memory. No npu_chip_info_power: a 310P3 Duo prints NA."""
+    flat memory and no restart. No npu_chip_info_power: a 310P3 Duo prints NA."""
     rows = []
     for host, address in HOSTS.items():
         for instance, port in INSTANCES:
@@ -209,8 +210,11 @@ def healthy_fleet(steps):
                      series("probe_http_status_code", flat(200, steps), **health),
                      series("up", flat(1, steps), **health)]
         npu = dict(job="npu", host=host, instance="%s:8082" % address)
+        rows += [series("ascend_fleet_instance_restarts_total", flat(0, steps), vllm_instance=instance,
+                        container_id="%012x" % port, **npu) for instance, port in INSTANCES]
         rows += [series("up", flat(1, steps), **npu),
                  series("npu_exporter_npu_smi_up", flat(1, steps), **npu),
+                 series("npu_exporter_docker_up", flat(1, steps), **npu),
                  series("npu_exporter_collect_duration_seconds", flat(0.4, steps), **npu),
                  series("machine_npu_nums", flat(2, steps), **npu),
                  series("npu_driver_info", flat(1, steps), driver_version="24.1.rc2", firmware_version="7.5.0.1.129",

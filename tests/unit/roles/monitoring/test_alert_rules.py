@@ -2,7 +2,7 @@
 module renders them: promtool accepts them, and `promtool test rules` runs each alert on synthetic series. Each
 fires when it should and no sooner, and stays silent on what is no fault: a healthy fleet serving traffic, a
 single failed scrape, flat memory or a one-time step of it, an idle instance, a short burst, a full disk that holds
-none of the fleet's paths. promtool comes from scripts/dev, into .venv/bin."""
+none of the fleet's paths, planned replacements of an instance. promtool comes from scripts/dev, into .venv/bin."""
 import re
 
 import jinja2
@@ -103,10 +103,10 @@ def fired(alert, **labels):
 
 
 # --- promtool -------------------------------------------------------------------------------------------------
-def promtool_test(tmp_path, text, interval_s, input_series, checks):
-    """Runs `promtool test rules` with the rules `text` on input_series sampled every interval_s (also the
-    evaluation interval); checks: (eval time in seconds, alert, [the firing alerts: labels, or (labels,
-    annotations)])."""
+def promtool_test(tmp_path, text, interval_s, input_series, checks, evaluation_s=None):
+    """Runs `promtool test rules` with the rules `text` on input_series sampled every interval_s, evaluated every
+    evaluation_s (default: interval_s); checks: (eval time in seconds, alert, [the firing alerts: labels, or
+    (labels, annotations)])."""
     (tmp_path / "rules.yml").write_text(text)
     tests = []
     for at, alert, alerts in checks:
@@ -115,7 +115,7 @@ def promtool_test(tmp_path, text, interval_s, input_series, checks):
             labels, annotations = entry if isinstance(entry, tuple) else (entry, None)
             expected.append(dict(exp_labels=labels, **({"exp_annotations": annotations} if annotations else {})))
         tests.append({"eval_time": "%ds" % at, "alertname": alert, "exp_alerts": expected})
-    document = {"rule_files": ["rules.yml"], "evaluation_interval": "%ds" % interval_s,
+    document = {"rule_files": ["rules.yml"], "evaluation_interval": "%ds" % (evaluation_s or interval_s),
                 "tests": [{"interval": "%ds" % interval_s, "input_series": input_series, "alert_rule_test": tests}]}
     (tmp_path / "rules_test.yml").write_text(yaml.safe_dump(document, sort_keys=False))
     code, shown = run_promtool("test", "rules", tmp_path / "rules_test.yml")
@@ -168,30 +168,68 @@ def fault_scenario(alert):
     return EVALUATION_S, input_series, checks
 
 
+def container_restarts(number, container_id, first, last, restarts=(), count=0):
+    """The NPU collector's restart count of one container of instance `number` (on HOST), every minute: absent before
+    minute `first`, `count` then, one more from each minute of `restarts` on (a restart Docker made since the last
+    reading), up to minute `last`. A container that a replacement removed is no longer listed: its series ends with
+    a stale marker, as Prometheus writes one."""
+    values = ["_"] * first + [repr(float(count + len([minute for minute in restarts if minute <= at])))
+                              for at in range(first, last + 1)]
+    return series("ascend_fleet_instance_restarts_total", " ".join(values + ["stale"]), container_id=container_id,
+                  vllm_instance=vllm_instance(number)["vllm_instance"], **npu_target(1))
+
+
+def process_starts(number, starts, total):
+    """vLLM's own process_start_time_seconds of instance `number`, a new value from each minute of `starts` on."""
+    values = [repr(1.7e9 + 60 * max([start for start in starts if start <= minute] or [0])) for minute in range(total)]
+    return series("process_start_time_seconds", " ".join(values), **vllm_instance(number))
+
+
 def restarts_scenario(alert):
-    """Every minute: instance 0 restarts one time more than monitoring_restarts_max, 5 minutes apart, instance 1
-    (a deploy and a restart by hand) exactly that many times; each start leaves a minute without an answer."""
+    """Every minute, the NPU collector's series of each container of seven instances on HOST (window W minutes,
+    monitoring_restarts_max M):
+    0 restarts M+1 times, 5 minutes apart from minute 10 (a crash loop): fires once the last one is seen, until the
+      first one leaves the window.
+    1 restarts M times: as many as allowed, never fires.
+    2 is replaced M+2 times, 5 minutes apart (a layout change, canary rolls, a new image), each replacement a new
+      container counting from 0: never fires, though its vLLM process started M+3 times (the starts' old count).
+    3 is first read at minute 5 with M+1 restarts from before (a collector new on the host), then replaced at 20:
+      never fires.
+    4 is replaced at minute 30, and the new container restarts M+1 times, 2 minutes apart: fires, from the last one.
+    5 is a canary rolled back: a new container from minute 10 to 20, the old one (2 restarts long ago, still listed
+      while set aside) serving again: never fires.
+    6 has no such series (its host's collector is older, or not scraped yet) though its process started M+3 times:
+      never fires, and the rule evaluates without error."""
     window, most = minutes("monitoring_restarts_window"), int(defaults()["monitoring_restarts_max"])
-    first = 10
-    total = first + 5 * (most + 1) + window + 10
+    looping = [10 + 5 * number for number in range(most + 1)]
+    replaced = [10 + 5 * number for number in range(most + 2)]
+    after_replacement = [32 + 2 * number for number in range(most + 1)]
+    total = after_replacement[0] + window + 10
+    input_series = [container_restarts(0, "0a0a0a0a0a0a", 0, total, looping),
+                    container_restarts(1, "1b1b1b1b1b1b", 0, total, looping[:most]),
+                    process_starts(2, replaced, total), process_starts(6, replaced, total),
+                    series("up", flat(1, total), **vllm_instance(6)),
+                    container_restarts(3, "3d3d3d3d3d3d", 5, 19, count=most + 1),
+                    container_restarts(3, "3e3e3e3e3e3e", 20, total),
+                    container_restarts(4, "4f4f4f4f4f4f", 0, 29),
+                    container_restarts(4, "404040404040", 30, total, after_replacement),
+                    container_restarts(5, "515151515151", 0, total, count=2),
+                    container_restarts(5, "525252525252", 10, 20)]
+    starts = [0] + replaced
+    input_series += [container_restarts(2, "2c2c2c2c2c%02d" % number, first, last - 1)
+                     for number, (first, last) in enumerate(zip(starts, replaced + [total + 1]))]
 
-    def start_times(restarts):
-        at = [first + 5 * number for number in range(restarts)]
-        values = []
-        for minute in range(total + 1):
-            before = [restart for restart in at if restart < minute]
-            values.append("_" if minute in at else repr(1.7e9 + (before[-1] * 60 + 30 if before else 0)))
-        return " ".join(values), at
-
-    looping, restarts = start_times(most + 1)
-    deployed, _ = start_times(most)
-    input_series = [series("process_start_time_seconds", looping, **vllm_instance(0)),
-                    series("process_start_time_seconds", deployed, **vllm_instance(1))]
-    firing = [fired(alert, **vllm_instance(0))]
-    # The last start is seen a minute after its restart; the first one leaves the window a window after it.
-    checks = [(60 * minute, alert, []) for minute in (0, first, restarts[-1])]
-    checks += [(60 * (restarts[-1] + 1), alert, firing), (60 * (first + window - 2), alert, firing),
-               (60 * (first + window + 1), alert, []), (60 * total, alert, [])]
+    def firing(minute):
+        # A restart leaves the window W minutes after the reading before it; at W - 1 after the restart itself, the
+        # reading before it lies on the window's edge, which Prometheus 2 counts in and Prometheus 3 out: unchecked.
+        return [fired(alert, host=HOST, vllm_instance=vllm_instance(number)["vllm_instance"])
+                for number, restarts in ((0, looping), (4, after_replacement))
+                if restarts[-1] <= minute < restarts[0] + window - 1]
+    edges = {restarts[0] + window - 1 for restarts in (looping, after_replacement)}
+    times = set(range(0, total + 1, 5)) | {looping[-1] - 1, looping[-1], after_replacement[-1] - 1,
+                                           after_replacement[-1]}
+    times |= {edge + step for edge in edges for step in (-1, 1)}
+    checks = [(60 * minute, alert, firing(minute)) for minute in sorted(times - edges)]
     return 60, input_series, checks
 
 
@@ -411,6 +449,21 @@ def test_each_alert_fires_exactly_when_it_should(alert, tmp_path):
     promtool_test(tmp_path, without_annotations(render()), interval_s, input_series, checks)
 
 
+def test_restarts_are_counted_whole_between_readings(tmp_path):
+    """Prometheus evaluates between the collector's readings, and increase() stretches what it read to the end of
+    the window: exactly monitoring_restarts_max restarts still fire nothing, one more fires from the evaluation that
+    reads it. Read every minute, evaluated every 15 s; restarts 5 minutes apart from minute 10."""
+    most = int(defaults()["monitoring_restarts_max"])
+    restarts = [10 + 5 * number for number in range(most + 1)]
+    total = restarts[-1] + 10
+    input_series = [container_restarts(0, "0a0a0a0a0a0a", 0, total, restarts[:most]),
+                    container_restarts(1, "1b1b1b1b1b1b", 0, total, restarts)]
+    looping = [fired("VllmRestarting", host=HOST, vllm_instance=vllm_instance(1)["vllm_instance"])]
+    checks = [(at, "VllmRestarting", looping if at >= 60 * restarts[-1] else [])
+              for at in range(0, 60 * total + 1, EVALUATION_S)]
+    promtool_test(tmp_path, without_annotations(render()), 60, input_series, checks, evaluation_s=EVALUATION_S)
+
+
 def test_a_healthy_fleet_serving_traffic_fires_nothing(tmp_path):
     """Hours of a healthy fleet, long enough for every window and `for` to have passed."""
     values = defaults()
@@ -460,6 +513,24 @@ def test_annotations_name_what_fired(tmp_path):
                            % (percentage(ratio / 2), "%g" % (ratio * 100))})]),
     ]
     promtool_test(tmp_path, render(), EVALUATION_S, input_series, checks)
+
+
+def test_the_restart_alert_says_how_many_restarts_nobody_planned(tmp_path):
+    """A planned replacement, then a crash loop in the new container: the alert counts the crash loop's restarts
+    only, as a whole number, and says the window."""
+    most = int(defaults()["monitoring_restarts_max"])
+    restarts = [12 + number for number in range(most + 1)]
+    input_series = [container_restarts(0, "0a0a0a0a0a0a", 0, 9, count=1),
+                    container_restarts(0, "0b0b0b0b0b0b", 10, 20, restarts)]
+    name = vllm_instance(0)["vllm_instance"]
+    checks = [(60 * restarts[-1] + 30, "VllmRestarting", [(fired("VllmRestarting", host=HOST, vllm_instance=name), {
+        "summary": "vLLM instance %s on npu-node-01 crashed and was restarted %d times" % (name, most + 1),
+        "description": "Docker restarted %s on npu-node-01 %d times within the last %s after it exited on its own "
+                       "(planned replacements and starts by hand are not counted): it crashes, and loads the model "
+                       "again each time. Run `ascend-vllm-fleet doctor --limit npu-node-01`: its log excerpt names "
+                       "why (a large image, NPU memory, a dead engine)."
+                       % (name, most + 1, defaults()["monitoring_restarts_window"])})])]
+    promtool_test(tmp_path, render(), 60, input_series, checks, evaluation_s=EVALUATION_S)
 
 
 def percentage(share):
