@@ -33,7 +33,7 @@ description:
     table rows hold no integer NPU ID or chip ID is left out and makes C(ready=false), named in C(problems).
   - Output and files that are not UTF-8 are read with the odd bytes replaced (U+FFFD), and C(problems) says so.
   - Fails only on options it cannot use (an empty path, a C(timeout) below 1).
-  - O(timeout) bounds the whole call, every npu-smi call sharing it: what it did not reach is named in C(problems).
+  - O(timeout) bounds the whole call, every npu-smi call sharing it; what it did not reach is named in C(problems).
   - Needs only the Python standard library (Python 3.8 or later) on the host.
 version_added: "1.0.0"
 author:

@@ -60,3 +60,22 @@ def test_each_filter_documentation_file_is_of_an_exported_filter():
     # A file named after no filter documents nothing: ansible-doc finds a filter's documentation by its name.
     files = sorted(path.stem for path in (REPO / "plugins" / "filter").glob("*.yml"))
     assert sorted(set(files) - set(exported_filters())) == []
+
+
+def test_every_module_is_documented_as_ansible_doc_shows_it():
+    """ansible-doc renders each module's documentation (a description line holding ': ' is YAML's mapping, not the
+    text it reads as, and ansible-doc then refuses the whole page); every text of it is text."""
+    names = sorted(path.stem for path in (REPO / "library").glob("*.py"))
+    shown = subprocess.run([venv_tool("ansible-doc"), "--json"] + ["ascend.fleet." + name for name in names],
+                           cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert shown.returncode == 0 and not shown.stderr.strip(), shown.stderr
+    docs = json.loads(shown.stdout)
+
+    def texts(value):
+        return [item for part in value for item in texts(part)] if isinstance(value, list) else [value]
+
+    for name in names:
+        doc = docs["ascend.fleet." + name]["doc"]
+        assert all(isinstance(line, str) for line in texts(doc["description"])), (name, doc["description"])
+        for option, spec in doc.get("options", {}).items():
+            assert all(isinstance(line, str) for line in texts(spec["description"])), (name, option)
