@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from readme_commands import readme_block, run_command
 
 from ascend_vllm_fleet import cli
 from twin_fleet import DEFAULT_CONTAINER
@@ -53,19 +54,27 @@ def test_deploy_names_the_bad_host_and_exits_non_zero(fleet):
     assert "artifacts: " in output
 
 
-def test_verify_then_bench_on_the_good_hosts(fleet, tmp_path):
-    inventory = str(fleet.inventory)
-    good = "%s,%s" % (A, B)
-    verified = subprocess.run([sys.executable, "-m", "ascend_vllm_fleet.cli", "verify", "-i", inventory, "-l", good],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
-    assert verified.returncode == 0, verified.stdout
-    code, output = run("bench", "-i", inventory, "-l", good, "--preset", "quick",
-                       "-e", "vllm_bench_reports_dir=%s" % tmp_path)
-    assert code == 0, output
-    (report_dir,) = list(tmp_path.iterdir())  # the folder the command named, inside vllm_bench_reports_dir
-    assert "report: %s (24 groups, 2 instance(s)" % (report_dir / "report.html") in output
+def test_the_command_line_as_written(shared_pair):
+    """The README's commands of ascend-vllm-fleet, typed as written with the good hosts' inventory as the default
+    one (ANSIBLE_INVENTORY, as Ansible's own tools take it): deploy changes nothing on the deployed pair, verify
+    passes, the quick benchmark reports both instances with its live view, the seed's plan runs nothing, and the
+    doctor finds both hosts healthy."""
+    inventory = str(shared_pair.write(hosts=[A, B]))
+    outputs = {}
+    for command in readme_block("tests/integration/test_cli.py::test_the_command_line_as_written"):
+        ran = run_command(command, env={"ANSIBLE_INVENTORY": inventory})
+        assert ran.code == 0, "%s: exit %d\n%s\n%s" % (command, ran.code, ran.stdout[-4000:], ran.stderr[-2000:])
+        outputs[command] = ran.stdout
+    table = outputs["ascend-vllm-fleet deploy"].split("\n\n")[1]
+    assert {line.split()[0]: line.split()[1] for line in table.splitlines()[1:]} == {A: "ok", B: "ok"}, table
+    bench = outputs["ascend-vllm-fleet bench --preset quick"]
+    assert re.search(r"report: \S+report.html \(24 groups, 2 instance\(s\)", bench), bench[-4000:]
     assert re.search(r"\[%s\] %s: group \d+/12 \(\d+x\d+, max_tokens \d+, concurrency \d+\): \d+/8 requests"
-                     % (re.escape(A), DEFAULT_CONTAINER), output), output
+                     % (re.escape(A), DEFAULT_CONTAINER), bench), bench[-4000:]
+    plan = outputs["ascend-vllm-fleet bench --preset seed --plan"]
+    assert "2880" in plan and "estimated from the seed's 310P timings" in plan, plan[-4000:]
+    for host in (A, B):
+        assert re.search(r"^%s: healthy\b" % host, outputs["ascend-vllm-fleet doctor"], re.M)
 
 
 def test_artifacts_hold_no_secret(fleet):
@@ -80,3 +89,12 @@ def test_artifacts_hold_no_secret(fleet):
 def test_teardown_of_a_host_that_runs_nothing_of_ours_succeeds(fleet):
     assert cli.main(["teardown", "-i", str(fleet.inventory), "-l", BAD]) == 0
     assert fleet[BAD].docker("ps", "-aq").stdout.split() == []
+
+
+def test_verify_expects_what_its_extra_vars_say(fleet):
+    """verify -e: the suite reads the variable as the host's setting, so a policy the deploy did not set fails."""
+    verified = subprocess.run([sys.executable, "-m", "ascend_vllm_fleet.cli", "verify", "-i", str(fleet.inventory),
+                               "-l", A, "-e", "vllm_server_restart_policy=always"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    assert verified.returncode != 0, verified.stdout
+    assert "restart policy unless-stopped, expected always" in verified.stdout, verified.stdout[-4000:]

@@ -5,12 +5,15 @@ exporters, each dashboard query returns data, and injected faults fire their ale
 import csv
 import io
 import json
+import re
 import threading
 import time
 
 import pytest
 import requests
-from monitoring_queries import dashboard_queries
+import yaml
+from monitoring_queries import ROLE, dashboard_queries
+from readme_commands import README_TEXT, changed_tasks, readme_block, recap, run_command
 
 from ansible_collections.ascend.fleet.plugins.module_utils import png_images
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
@@ -22,7 +25,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import 
 from ascend_vllm_fleet import cli
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as INSTANCE_PORT
-from twin_fleet import PlayFleet
+from twin_fleet import SMALL_BENCH, PlayFleet
 
 pytestmark = pytest.mark.docker
 HOST_A, HOST_B, GATEWAY = "gw-ascend-a", "gw-ascend-b", "gw-haproxy"
@@ -35,6 +38,7 @@ CHECK_INTERVAL_S, CHECK_FALL = 2, 3
 # reading; Prometheus on the gateway, at the package's port.
 SCRAPE_S = EVALUATION_S = NPU_READING_S = 5
 PROMETHEUS_PORT = 9090
+ALERTMANAGER_PORT = 9093
 NPU_PROFILE = "/usr/local/dcmi/npu-smi-twin.json"  # the npu-smi emulator's host profile (tests/twin/npu_smi.py)
 STATS = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
          "s.sendall(b'show stat\\n'); print(s.makefile().read())")
@@ -357,6 +361,89 @@ def test_one_parallel_search_finds_every_instances_capacity_and_the_report_state
     assert after.get("vllm_bench") == before.get("vllm_bench")
 
 
+# --- the README's commands, as a user types them (tests/readme_commands.py) ---------------------------------------
+TEST_FILE = "tests/integration/test_gateway_fleet.py::"
+# What the README's text names, as this fleet has it: the demo's hosts, a site's inventory, its key and reports.
+DEMO_HOSTS = (("twin-01", HOST_A), ("npu-node-07", HOST_B))
+
+
+def as_written(fleet, test, tmp_path, **overrides):
+    """Run the README's commands marked as this test's, in order, against the fleet (its inventory the default
+    one, as the demo twin's is), each of which must succeed: {command: what it printed on its standard output}.
+    overrides: variables per host, as for write."""
+    inventory = fleet.write(**overrides)
+    site = inventory.parent
+    gateway = fleet[GATEWAY].address
+    replacements = [("inventory/<your-site>/hosts.yml", str(inventory)), ("inventory/<site>/hosts.yml", str(inventory)),
+                    ("inventory/<site>", str(site)), ("inventory/twin/credentials", str(site / "credentials")),
+                    ("<twin-gw>", gateway), ("<gateway>", gateway), ("reports/", "%s/" % tmp_path)] + list(DEMO_HOSTS)
+    outputs = {}
+    for command in readme_block(TEST_FILE + test):
+        ran = run_command(command, replacements, {"ANSIBLE_INVENTORY": str(inventory)})
+        assert ran.code == 0, "%s: exit %d\n%s\n%s" % (command, ran.code, ran.stdout[-4000:], ran.stderr[-2000:])
+        outputs[command] = ran.stdout
+    return outputs
+
+
+def test_the_quick_start_commands_as_written(fleet, tmp_path):
+    """The tools after the demo: a phase alone, check mode (every phase on, gateway and monitoring included: it
+    changes nothing on the converged fleet), the per_card layout and back (planned replacements, which fire no
+    alert), the tuning playbook, an ad-hoc command and the twin's status; and the README's Prometheus pages."""
+    converged = fleet.play()  # the rolling replacement above left one host on another spec
+    assert converged.rc == 0, converged.stdout
+    try:
+        outputs = as_written(fleet, "test_the_quick_start_commands_as_written", tmp_path)
+        (checked,) = [output for command, output in outputs.items() if "--check" in command]
+        assert set(recap(checked)) == {HOST_A, HOST_B, GATEWAY}, checked[-4000:]
+        assert changed_tasks(checked) == [], changed_tasks(checked)
+        assert {fleet[host].inspect(NAME) is None for host in (HOST_A, HOST_B)} == {True}, "per_card replaced nothing"
+    finally:
+        back = fleet.play()  # the module's other tests take the single layout
+    assert back.rc == 0, back.stdout
+    time.sleep(2 * (SCRAPE_S + EVALUATION_S))
+    restarting = [alert for alert in prometheus(fleet, "alerts")["alerts"]
+                  if alert["labels"]["alertname"] == "VllmRestarting"]
+    assert restarting == [], restarting
+    # The pages the README points to on the monitoring host (the demo's is twin-gw): Prometheus and Alertmanager.
+    pages = set(re.findall(r"http://<(?:twin-gw|monitoring host)>:(%d|%d)(/[\w/]*)?" % (
+        PROMETHEUS_PORT, ALERTMANAGER_PORT), README_TEXT))
+    assert {port for port, _ in pages} == {str(PROMETHEUS_PORT), str(ALERTMANAGER_PORT)}, pages
+    for port, path in pages:
+        answer = requests.get(fleet[GATEWAY].url(int(port)) + (path or "/"), timeout=30)
+        assert answer.status_code == 200, "http://<twin-gw>:%s%s answers %d" % (port, path, answer.status_code)
+
+
+def test_the_curl_commands_as_written(fleet, tmp_path):
+    """The clients' commands: the fleet's models through the gateway, with the key the first run generated."""
+    for command, output in as_written(fleet, "test_the_curl_commands_as_written", tmp_path).items():
+        assert [model["id"] for model in json.loads(output)["data"]] == [MODEL], (command, output)
+
+
+def test_the_benchmark_commands_as_written(fleet, tmp_path):
+    """The fleet's benchmark, then through the gateway with the fleet's key into the same report; the report from
+    the facts alone; the capacity search. The inventory names the suite's small matrix as the default preset."""
+    small = {"vllm_bench_preset": "small", "vllm_bench_presets": SMALL_BENCH, "vllm_bench_reports_dir": str(tmp_path)}
+    as_written(fleet, "test_the_benchmark_commands_as_written", tmp_path, **{host: small for host in fleet.hosts})
+    fleet_report = (tmp_path / "fleet" / "report.md").read_text()
+    assert "gateway" in fleet_report and HOST_A in fleet_report and HOST_B in fleet_report
+    summary = json.loads((tmp_path / "from-facts" / "summary.json").read_text())
+    assert summary["answers_failed"] == [] and summary["instances"] >= 2
+    (searched,) = [folder for folder in tmp_path.iterdir() if (folder / "summary.json").exists()
+                   and json.loads((folder / "summary.json").read_text()).get("searched_capacity")]
+    assert "meets the SLO" in (searched / "report.md").read_text()
+    # None of these runs is a baseline: the canary tests that follow record theirs.
+    facts = fleet.ad_hoc(HOST_A, "setup", "filter=ansible_local")["ansible_facts"]["ansible_local"]
+    assert not facts.get("vllm_bench", {}).get("instances", {}).get(NAME, {}).get("baselines")
+
+
+def test_the_doctor_and_verify_commands_as_written(fleet, tmp_path):
+    """The doctor says every host is healthy, collect packs a bundle of the host named, the verify suite passes."""
+    outputs = as_written(fleet, "test_the_doctor_and_verify_commands_as_written", tmp_path)
+    (doctor,) = [output for command, output in outputs.items() if command.startswith("ascend-vllm-fleet doctor")]
+    for host in (HOST_A, HOST_B):
+        assert re.search(r"^%s: healthy\b" % host, doctor, re.M), doctor
+
+
 # --- canary rolls: the last tests of the module, which leave the fleet on another image ----------------------------
 IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"  # fleet_image's default, from the twin's registry
 # The stand-in 60 % slower, and another build as fast (tests/twin/lifecycle.py VARIANT_TAGS). The test's canary
@@ -375,12 +462,12 @@ def running(fleet, host):
     return current["Id"], current["Config"]["Image"], fleet[host].inspect(NAME + "-previous") is not None
 
 
-def test_a_benchmark_is_a_local_fact_of_its_host_and_the_module_returns_facts(fleet):
-    """The benchmark recorded as the baseline of what runs (the canary preset), then read back as an operator
-    reads facts: `ansible HOST -m setup -a filter=ansible_local`; and the module through `ansible -m`."""
-    run = fleet.play("-e", "vllm_bench_preset=canary", "-e", "vllm_bench_baseline=true",
-                     playbook="playbooks/benchmark.yml")
-    assert run.rc == 0, run.stdout
+def test_a_benchmark_is_a_local_fact_of_its_host_and_the_module_returns_facts(fleet, tmp_path):
+    """The benchmark recorded as the baseline of what runs (the canary preset), as the README's canary roll records
+    it, then read back as an operator reads facts: `ansible HOST -m setup -a filter=ansible_local`; and the module
+    through `ansible -m`."""
+    as_written(fleet, "test_a_benchmark_is_a_local_fact_of_its_host_and_the_module_returns_facts", tmp_path,
+               **{host: {"vllm_bench_reports_dir": str(tmp_path)} for host in fleet.hosts})
     for host in (HOST_A, HOST_B):
         facts = fleet.ad_hoc(host, "setup", "filter=ansible_local")["ansible_facts"]["ansible_local"]["vllm_bench"]
         last = facts["instances"][NAME]["last_run"]
@@ -442,6 +529,50 @@ def test_a_canary_as_fast_passes_its_gate_and_the_roll_goes_on(fleet):
         assert servers(fleet)["%s:%s" % (host, NAME)][0] == "UP"
 
 
+def test_planned_replacements_fire_no_restart_alert_and_a_crash_loop_does(fleet):
+    """The canary rolls above replaced the instances (new containers: the collector serves a series per container,
+    more of them within the hour than monitoring_restarts_max on a host) and VllmRestarting stays silent. Then the
+    engine of HOST_A's instance dies one time more than that (SIGUSR1 to the server, which exits; Docker's restart
+    policy starts the same container again): it fires for that instance alone, saying how many restarts. The signal
+    goes to the process from the host, not through `docker kill`, after which Docker would not restart it."""
+    most = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())["monitoring_restarts_max"]
+
+    def restart_series():
+        return {(found["metric"]["host"], found["metric"]["container_id"]): float(found["value"][1]) for found in
+                prometheus(fleet, "query", query='ascend_fleet_instance_restarts_total{job="npu", vllm_instance="%s"}'
+                           % NAME)["result"]}
+    current = {}
+    for name in (HOST_A, HOST_B):
+        state = fleet[name].inspect(NAME)
+        current[(name, state["Id"][:12])] = float(state["RestartCount"])
+    wait_until(lambda: current.items() <= restart_series().items(),
+               "the restart count of each instance's container as Docker has it: %s" % current, 60)
+    per_container = 'ascend_fleet_instance_restarts_total{job="npu", vllm_instance="%s"}[1h]' % NAME
+    containers = prometheus(fleet, "query", query="count by (host) (count_over_time(%s))" % per_container)["result"]
+    assert max(float(found["value"][1]) for found in containers) > most, containers
+    assert [alert for alert in prometheus(fleet, "alerts")["alerts"]
+            if alert["labels"]["alertname"] == "VllmRestarting"] == []
+
+    host = fleet[HOST_A]
+    counted = host.inspect(NAME)["RestartCount"]
+
+    def serving_again(restarts):
+        state = host.inspect(NAME)
+        return state["RestartCount"] == counted + restarts and state["State"]["Running"] and not state["State"][
+            "Restarting"] and servers(fleet)["%s:%s" % (HOST_A, NAME)][0] == "UP"
+    for restarts in range(1, most + 2):
+        host.exec("kill", "-USR1", str(host.inspect(NAME)["State"]["Pid"]))
+        wait_until(lambda done=restarts: serving_again(done), "restart %d by Docker, serving again" % restarts, 120)
+
+    def restarting():
+        return [alert for alert in prometheus(fleet, "alerts")["alerts"]
+                if alert["labels"]["alertname"] == "VllmRestarting" and alert["state"] == "firing"]
+    wait_until(restarting, "VllmRestarting firing for %s" % HOST_A, 2 * (NPU_READING_S + SCRAPE_S + EVALUATION_S))
+    (alert,) = restarting()
+    assert (alert["labels"]["host"], alert["labels"]["vllm_instance"]) == (HOST_A, NAME), alert
+    assert float(alert["value"]) == most + 1 and "restarted %d times" % (most + 1) in alert["annotations"]["summary"]
+
+
 def test_the_exporters_come_back_after_a_reboot(fleet):
     """The node exporter and the NPU collector are services enabled for boot: a host rebooted runs them again and is
     scraped again, its instance too (Docker's restart policy), with no run of the playbooks."""
@@ -461,3 +592,12 @@ def test_the_exporters_come_back_after_a_reboot(fleet):
     time.sleep(SCRAPE_S + 1)
     wait_until(lambda: all(up(job) == [1.0] for job in ("npu", "node", "vllm")),
                "the rebooted host's exporters and instance scraped again", 180)
+
+
+def test_the_teardown_command_as_written(fleet, tmp_path):
+    """The module's last test: teardown removes every instance and its files, and the fleet's other hosts keep
+    running."""
+    as_written(fleet, "test_the_teardown_command_as_written", tmp_path)
+    for host in (HOST_A, HOST_B):
+        assert fleet[host].docker("ps", "-aq", "--filter", "name=vllm-ascend").stdout.split() == []
+        assert not fleet[host].exists("/etc/vllm-ascend/%s.sh" % NAME)

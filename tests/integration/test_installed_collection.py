@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from readme_commands import readme_block, recap, run_command
 
 from conftest import REPO, run_playbook, venv_tool
 from twin_fleet import DEFAULT_CONTAINER as NAME
@@ -122,3 +123,23 @@ def test_a_users_playbook_of_full_names_deploys_from_the_installed_collection(in
     assert serving["State"]["Running"] and serving["Config"]["Labels"]["%s.config-hash" % LABEL] == deployed
     assert "chips 4, instances 1, groups planned 1" in run.stdout, run.stdout
     assert "vllm_load_test is now ascend.fleet.vllm_benchmark" in run.stdout, run.stdout
+
+
+def test_the_collection_commands_as_written(shared_single, tmp_path):
+    """The README's steps, typed as written from the checkout: build the tarball, install it into a collections
+    path (a temporary one here, for ~/.ansible/collections), deploy from it (nothing to change on the deployed host)
+    and read a module's documentation."""
+    inventory = str(shared_single.write([HOST]))
+    collections = tmp_path / "collections"
+    replacements = [("~/.ansible/collections", str(collections)), ("inventory/<site>/hosts.yml", inventory)]
+    outputs = {}
+    for command in readme_block(
+            "tests/integration/test_installed_collection.py::test_the_collection_commands_as_written"):
+        ran = run_command(command, replacements)
+        assert ran.code == 0, "%s: exit %d\n%s\n%s" % (command, ran.code, ran.stdout[-4000:], ran.stderr[-2000:])
+        outputs[command] = ran.stdout + ran.stderr
+    assert (collections / "ansible_collections" / "ascend" / "fleet" / "MANIFEST.json").is_file()
+    (deployed,) = [output for command, output in outputs.items() if "ascend.fleet.site" in command]
+    assert recap(deployed)[HOST][1:] == (0, 0, 0), deployed[-4000:]
+    (doc,) = [output for command, output in outputs.items() if command.startswith("ansible-doc")]
+    assert "ascend.fleet.npu_facts" in doc
