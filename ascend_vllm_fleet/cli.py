@@ -30,6 +30,7 @@ def default_inventory():
     twin's."""
     return os.environ.get("ANSIBLE_INVENTORY") or str(DEFAULT_INVENTORY)
 
+
 PLAYBOOKS = {"deploy": "site.yml", "bench": "playbooks/benchmark.yml", "teardown": "playbooks/teardown.yml",
              "doctor": "playbooks/doctor.yml", "collect": "playbooks/doctor.yml"}
 EXAMPLES = {
@@ -192,7 +193,7 @@ def run_playbook(args, playbook, extravars, out=sys.stdout, report_dir=None, sta
         # Nothing ran on any host: a table would be empty, and the reason is only in what ansible-playbook printed.
         sys.stderr.write("ascend-vllm-fleet %s: no host ran a task (%s exit code %s). The end of what it printed "
                          "(%s):\n%s\n" % (args.command, tool, runner.rc, artifacts / runner.config.ident / "stdout",
-                                           run_tail(runner)))
+                                          run_tail(runner)))
         return 1
     table, any_failed = summary_table(runner.stats, fleet_view)
     out.write("\n%s\n" % table)

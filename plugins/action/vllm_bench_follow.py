@@ -39,12 +39,12 @@ def unreadable_progress(instance, error):
             % (instance.progress_path, str(error)[:200], instance.job_id))
 
 
-
 def failure_text(instance):
     """Why an instance's run failed: a run its async time limit killed is said with the group it did not finish and
     the setting to raise, not as Ansible's bare "Timeout exceeded"."""
     message = instance.result.get("msg") or "failed"
     return progress.run_timeout_text(instance.status) if message == progress.ASYNC_TIME_LIMIT else message
+
 
 class Instance:
     """One instance's run as followed: its files, what was last read of them, and its job's result."""

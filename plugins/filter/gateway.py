@@ -27,8 +27,8 @@ def gateway_server_name(host, instance_name):
         raise AnsibleFilterError("instance %s of %s: expected a container name (letters, digits, '_', '.' and '-', "
                                  "starting with a letter or digit, nothing else). Fix: deploy %s again (ansible-"
                                  "playbook site.yml --tags server --limit %s), which rewrites its serving plan with "
-                                 "the names vllm_server_container_name gives" % (json.dumps(instance_name), host, host,
-                                                                                  host))
+                                 "the names vllm_server_container_name gives"
+                                 % (json.dumps(instance_name), host, host, host))
     return "%s:%s" % (host, instance_name)
 
 
