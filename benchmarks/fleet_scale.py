@@ -30,7 +30,6 @@ import importlib.util
 import os
 import pathlib
 import platform
-import re
 import resource
 import subprocess
 import sys
@@ -41,10 +40,11 @@ import yaml
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+from readme_commands import recap  # noqa: E402
+
 from twin.fleet import GROUP_VARS  # noqa: E402
 from twin.lifecycle import DEMO_GATEWAY, Twin, demo_hosts  # noqa: E402
 
-RECAP = re.compile(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 # The Mitogen release measured here (supports ansible-core 2.19 since 0.3.25).
 MITOGEN = "mitogen==0.3.54"
 
@@ -93,11 +93,11 @@ def site(inventory, log, *args, env=None, playbook="site.yml"):
     controller = children_cpu_s() - controller
     others = busy_cpu_s() - busy - controller
     log.write_text(result.stdout)
-    recap = RECAP.findall(result.stdout)
-    if result.returncode != 0 or not recap or any(int(u) or int(f) for _, _, u, f in recap):
+    hosts = recap(result.stdout).values()
+    if result.returncode != 0 or not hosts or any(unreachable or failed for _, _, unreachable, failed in hosts):
         sys.exit("%s failed (exit %d); its output is in %s, which ends:\n%s" % (
             playbook, result.returncode, log, "\n".join(result.stdout.splitlines()[-40:])))
-    return elapsed, sum(int(changed) for _, changed, _, _ in recap), controller, others
+    return elapsed, sum(changed for _, changed, _, _ in hosts), controller, others
 
 
 def measure(twin, strategy, size, forks, workdir):

@@ -1,7 +1,6 @@
 """library/vllm_probe.py on options it cannot use and on answers no vLLM server gives, from a tiny local server
 whose answers each test scripts (tests/fake_vllm.py's Scripted; test_vllm_benchmark.py streams from it too); and
 its timeout, which bounds the whole probe, against a Docker CLI that hangs and a server that trickles."""
-import http.server
 import json
 import time
 
@@ -173,8 +172,8 @@ def test_a_docker_inspect_that_hangs_ends_the_probe_at_its_timeout_naming_the_ca
     assert elapsed < 12, "the probe took %.1f s with timeout 3" % elapsed
 
 
-class Trickling(http.server.BaseHTTPRequestHandler):
-    """A server that is ready at once and answers its first `quick` chat requests whole and at once, and the next
+class Trickling(Scripted):
+    """A Scripted server, ready at once, that answers its first `quick` chat requests whole and at once, and the next
     a byte every TRICKLE_S, each read well within a per-read timeout (the whole answer in about 15 s)."""
 
     quick = 0
@@ -182,26 +181,15 @@ class Trickling(http.server.BaseHTTPRequestHandler):
     ANSWER = json.dumps({"choices": [{"message": {"content": "a picture of squares"}}], "usage": {}}).encode()
     TRICKLE_S = 0.25
 
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        body = json.dumps({"data": [{"id": MODEL}]}).encode() if self.path.endswith("/v1/models") else b""
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
         type(self).chats += 1
+        if self.chats <= self.quick:
+            return self.answer(200, self.ANSWER)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(self.ANSWER)))
         self.end_headers()
-        if self.chats <= self.quick:
-            self.wfile.write(self.ANSWER)
-            return
         for position in range(len(self.ANSWER)):
             self.wfile.write(self.ANSWER[position:position + 1])
             self.wfile.flush()
