@@ -180,15 +180,14 @@ persisted:
   type: bool
 """
 
-import ipaddress
 import os
 import shutil
-import socket
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline, DeadlinePassed
+from ansible_collections.ascend.fleet.plugins.module_utils.firewall_sources import resolve
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError, unexpected_failure
 from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import read_text, remove, write_atomically
 
@@ -282,36 +281,6 @@ class Iptables:
         if rules is None:
             return None
         return bool(rules) and rules[0] == "-A %s -j %s" % (hook, chain)
-
-
-def resolve(sources, words):
-    """Every source as IPv4 networks, names resolved by this host (as its packets will come)."""
-    networks = []
-    for source in sources:
-        text = str(source).strip()
-        try:
-            network = ipaddress.ip_network(text, strict=False)
-        except ValueError:
-            network = None
-        if network is not None:
-            if network.prefixlen == 0:
-                raise OptionError("sources: %(source)r is every address; expected the machines that may reach "
-                                  "%(guarded)s. Fix: %(open)s to leave the ports open to every address"
-                                  % dict(words, source=text))
-            if network.version != 4:
-                raise OptionError("sources: %(source)r is IPv6; expected IPv4 addresses or networks, as %(ipv4)s. "
-                                  "Fix: list %(peer)s's IPv4 address" % dict(words, source=text))
-            found = [network]
-        else:
-            try:
-                found = sorted({ipaddress.ip_network(info[4][0]) for info in
-                                socket.getaddrinfo(text, None, socket.AF_INET, socket.SOCK_STREAM)})
-            except (socket.gaierror, UnicodeError, ValueError) as error:
-                raise OptionError("sources: %(source)r is no IPv4 address or network, and this host cannot resolve it "
-                                  "(%(error)s). Fix: list %(peer)s's address%(listed_as)s, or add its name to the "
-                                  "host's DNS or /etc/hosts" % dict(words, source=text[:200], error=error)) from None
-        networks += [str(item) for item in found if str(item) not in networks]
-    return networks
 
 
 def wanted_rules(hook, chain, ports, networks):

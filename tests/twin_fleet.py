@@ -47,7 +47,10 @@ CONTAINER_STATE = ("{{.Name}} {{.State.Status}} {{.Config.Image}} {{.HostConfig.
 class PlayFleet:
     """Twin hosts made for one test module, and playbook runs against them with per-run host variables."""
 
-    def __init__(self, base, hosts):
+    def __init__(self, base, hosts, extra_hosts=()):
+        """hosts: name -> `<profile>` or `<profile>@<os>` (tests/twin/profiles.yml, distributions.yml). extra_hosts:
+        made with the fleet but in its inventory only for the runs that name them (play(..., hosts=...)): the other
+        hosts' runs do not pay for them."""
         if not running_test_is_marked_docker():
             pytest.fail("this test makes a twin fleet without the docker mark: add `pytestmark = pytest.mark.docker` "
                         "to its module, as `scripts/dev test` runs unmarked tests before the twin is up")
@@ -57,7 +60,7 @@ class PlayFleet:
         self.base = base
         self.twin_fleet = twin.fleet(base / "fleet", hosts)
         self.twin_fleet.up()
-        self.hosts = sorted(hosts)
+        self.hosts = sorted(name for name in hosts if name not in extra_hosts)
         self.inventory = self.twin_fleet.inventory
         self.runs = 0
 
@@ -142,10 +145,7 @@ class DeployedFleet(PlayFleet):
     """A fleet deployed once and shared by several tests: each test leaves it as the deploy left it."""
 
     def __init__(self, base, hosts, extra_hosts=()):
-        """extra_hosts: made with the fleet but in its inventory only for the runs that name them
-        (play(..., hosts=...)): the shared hosts' deploys do not pay for them."""
-        super().__init__(base, hosts)
-        self.hosts = [name for name in self.hosts if name not in extra_hosts]
+        super().__init__(base, hosts, extra_hosts)
         self.deployed = None
         self.baseline = None
 

@@ -4,6 +4,7 @@ Kept in Python rather than Jinja so every rule reads as one function and is unit
 which check, what was found, what is required and how to fix it; the role adds the host name.
 """
 import os
+import re
 
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import chip_holders, is_ours
 from ansible_collections.ascend.fleet.plugins.plugin_utils.mounts import free_bytes
@@ -17,6 +18,20 @@ DRIVER_24_WHY = ("24.x drivers are known to crash vLLM-Ascend on large images an
 HELD_CHIP_WHY = "a chip held by another process makes the vLLM container fail with dcmi error -8020"
 HELD_BY_CONTAINER_WHY = ("a chip opens in one container only: the vLLM container would fail at start (drvRet=87, "
                          "resources are busy)")
+
+
+# Where each distribution's hosts get a Python that ansible-core's modules run on (ascend_preflight_python).
+PYTHON_FIXES = {
+    "kylin": "Kylin V10's python3 is 3.7: upgrade the host to a Kylin release whose python3 is 3.8 or later",
+    "openEuler": "openEuler 20.03 LTS's python3 is 3.7: upgrade the host to openEuler 22.03 LTS (python3 3.9)",
+}
+PYTHON_FIX_ANY = ("make the host's python3 3.8 or later (its distribution's newer release)")
+# Why a Python installed beside the system's does not do: the package tasks run the distribution's dnf or apt
+# bindings, which exist for the system's python3 only.
+PYTHON_FIX_BESIDE = ("; a Python 3.8+ installed beside it and named by ansible_python_interpreter runs the modules "
+                     "but not the package installs (dnf's and apt's bindings are the system python3's): then install "
+                     "Docker, HAProxy and the exporters yourself first")
+PYTHON_VERSION = re.compile(r"Python (\d+)\.(\d+)(?:\.(\d+))?")
 
 
 def finding(check, found, required, fix):
@@ -211,6 +226,28 @@ def check_tuning(settings):
             for setting in settings or [] if setting.get("state") in ("differs", "refused")]
 
 
+def ascend_preflight_python(probe, minimum):
+    """The verdict on a host's Python from the raw probe's output (tasks/python.yml), before any module runs there:
+    {'ok', 'interpreter', 'version', 'os', 'message'}. Lines of the probe: `os=<ID> <PRETTY_NAME>`, then
+    `python=<path> <what --version printed>` or `python=` when the host has none."""
+    fields = dict(line.split("=", 1) for line in (probe or "").splitlines() if "=" in line)
+    os_id, _space, os_name = fields.get("os", "").partition(" ")
+    interpreter, _space, answer = fields.get("python", "").partition(" ")
+    match = PYTHON_VERSION.search(answer)
+    version = ".".join(part for part in match.groups() if part) if match else None
+    wanted = tuple(int(part) for part in str(minimum).split("."))
+    ok = bool(match) and (int(match.group(1)), int(match.group(2))) >= wanted
+    found = ("%s is Python %s" % (interpreter, version) if version else
+             "%s answers %r" % (interpreter, answer.strip()[:80]) if interpreter else "no python3")
+    on = " on %s" % os_name.strip('"') if os_name else ""
+    message = None if ok else finding(
+        "Python", found + on, "Python %s or later, which ansible-core runs its modules and this collection's with "
+        "(nothing else runs on the host before this check passes)" % minimum,
+        PYTHON_FIXES.get(os_id.strip('"'), PYTHON_FIX_ANY) + PYTHON_FIX_BESIDE)["message"]
+    return {"ok": ok, "interpreter": interpreter or None, "version": version, "os": os_name.strip('"') or None,
+            "message": message}
+
+
 def ascend_preflight_findings(facts, settings):
     """All verdicts for one host: {'failures': [...], 'warnings': [...], 'excluded_npu_ids': [...]}."""
     failures, warnings, excluded = [], [], []
@@ -272,4 +309,5 @@ def ascend_preflight_summary(hostvars, hosts, result_var="ascend_preflight_resul
 class FilterModule:
     def filters(self):
         return {"ascend_preflight_findings": ascend_preflight_findings,
+                "ascend_preflight_python": ascend_preflight_python,
                 "ascend_preflight_summary": ascend_preflight_summary}

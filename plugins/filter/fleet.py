@@ -1,5 +1,14 @@
-"""Filters of the fleet's rollout settings."""
+"""Filters of the fleet's rollout settings and of the hosts' operating systems."""
+import re
+
 from ansible.errors import AnsibleFilterError
+
+# UOS Server's openEuler (E) and Anolis (A) editions: ansible-core reports them as the Debian family, from the "uos"
+# of their os-release (fixed only after the pinned release, ansible/ansible#86959). Their os-release's PLATFORM_ID
+# tells them apart from UOS Desktop, which is Debian underneath.
+RPM_PLATFORM_ID = re.compile(r'^PLATFORM_ID="?platform:(uel|uelc)\d', re.M)
+# What installs packages in each family the roles have settings for.
+PACKAGE_MANAGERS = {"RedHat": ("dnf", "dnf5", "yum"), "Debian": ("apt",)}
 
 
 def first_batch(hosts, serial):
@@ -23,6 +32,29 @@ def first_batch(hosts, serial):
     return hosts if size <= 0 else hosts[:size]
 
 
+def host_platform(facts, os_release=""):
+    """What the roles need to know of a host's operating system, from Ansible's facts (gather_subset min) and its
+    /etc/os-release: the family whose packages it installs, the package manager that installs them, and the vars
+    files a role reads for it (most specific first: distribution and version, distribution, family). An RPM host
+    that ansible-core reports as Debian (UOS Server) is an RPM host here."""
+    reported = facts.get("os_family", "")
+    family = "RedHat" if RPM_PLATFORM_ID.search(os_release or "") else reported
+    managers = PACKAGE_MANAGERS.get(family, ())
+    package_manager = facts.get("pkg_mgr") if facts.get("pkg_mgr") in managers and family == reported else (
+        managers[0] if managers else facts.get("pkg_mgr", "unknown"))
+    distribution, version = facts.get("distribution", ""), facts.get("distribution_version", "")
+    return {
+        "family": family,
+        "reported_family": reported,
+        "package_manager": package_manager,
+        "distribution": distribution,
+        "version": version,
+        "label": " ".join(part for part in (distribution, version) if part),
+        "vars_files": ["%s-%s.yml" % (distribution.lower(), version), "%s.yml" % distribution.lower(),
+                       "%s.yml" % family.lower()],
+    }
+
+
 class FilterModule:
     def filters(self):
-        return {"first_batch": first_batch}
+        return {"first_batch": first_batch, "host_platform": host_platform}

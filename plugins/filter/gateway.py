@@ -41,16 +41,18 @@ def inventory_addresses(hosts, hostvars):
 def gateway_read_plans(read):
     """The serving plans from the results of vllm_plan_info, one per serving host (item: the host's inventory name).
 
-    Returns {"plans": [{"host", "plan"}], "not_deployed": [hosts]}: a host with no plan file has not been deployed
-    yet and serves nothing.
+    Returns {"plans": [{"host", "plan"}], "not_deployed": [hosts], "refused": [hosts]}: a host with no plan file has
+    not been deployed yet and serves nothing; one whose read was skipped (refused for its Python) serves nothing.
     """
-    plans, not_deployed = [], []
+    plans, not_deployed, refused = [], [], []
     for result in read:
-        if result.get("plan") is None:
+        if result.get("skipped"):
+            refused.append(result["item"])
+        elif result.get("plan") is None:
             not_deployed.append(result["item"])
         else:
             plans.append({"host": result["item"], "plan": result["plan"]})
-    return {"plans": plans, "not_deployed": not_deployed}
+    return {"plans": plans, "not_deployed": not_deployed, "refused": refused}
 
 
 def gateway_backends(plans, addresses):

@@ -1,11 +1,17 @@
 """One endpoint for the fleet: HAProxy on the gateway host serves every instance of the serving plans, routes
 around an instance that stops within its health checks, and a rolling replacement fails no user request. The same
 host watches the fleet (the `monitoring` group): Prometheus scrapes every instance, the gateway and every host's
-exporters, each dashboard query returns data, and injected faults fire their alerts and resolve."""
+exporters, each dashboard query returns data, and injected faults fire their alerts and resolve.
+
+The fleet's hosts run the operating systems such fleets run: one Ascend host Debian, the other openEuler 22.03 and
+the gateway UOS Server 20 (1070e), both of which install their packages with dnf from the site's mirror of their
+RPM repositories (the twin's package repository) and boot with firewalld on; and a Kylin V10 host whose Python 3.7
+runs no module, in the inventory only for the run that names it."""
 import csv
 import io
 import json
 import re
+import socket
 import threading
 import time
 
@@ -28,7 +34,7 @@ from twin_fleet import DEFAULT_PORT as INSTANCE_PORT
 from twin_fleet import SMALL_BENCH, PlayFleet
 
 pytestmark = pytest.mark.docker
-HOST_A, HOST_B, GATEWAY = "gw-ascend-a", "gw-ascend-b", "gw-haproxy"
+HOST_A, HOST_B, GATEWAY, KYLIN = "gw-ascend-a", "gw-ascend-b", "gw-haproxy", "gw-kylin"
 MODEL = "Qwen3-VL-8B-Instruct"
 PORT = 8080
 BACKEND = "vllm_instances"
@@ -47,7 +53,8 @@ STATS = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/hapr
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     fleet = PlayFleet(tmp_path_factory.mktemp("gateway"),
-                      {HOST_A: "duo2", HOST_B: "duo2", GATEWAY: "gateway_monitoring"})
+                      {HOST_A: "duo2", HOST_B: "duo2@openeuler", GATEWAY: "gateway_monitoring@uos",
+                       KYLIN: "duo2@kylin"}, extra_hosts=[KYLIN])
     run = fleet.play()
     assert run.rc == 0, run.stdout
     yield fleet
@@ -153,6 +160,89 @@ def test_prometheus_scrapes_every_instance_gateway_and_exporter_and_every_dashbo
 def test_a_second_site_run_changes_nothing_monitoring_included(fleet):
     run = fleet.play()
     assert run.rc == 0 and run.changed() == 0, run.stdout
+
+
+# What ansible-core 2.19's facts say of each host (distribution, version, os_family, pkg_mgr), as of the real
+# distributions (its own fixtures of their facts): UOS Server as the Debian family with apt, which it has not.
+# Debian's version is its point release (12.x).
+REPORTED = {HOST_A: ("Debian", r"12\.\d+", "Debian", "apt"), HOST_B: ("openEuler", r"22\.03", "RedHat", "dnf"),
+            GATEWAY: ("Uos", "20", "Debian", "apt")}
+# What each RPM host installed from its repository.
+RPM_PACKAGES = {HOST_B: ["docker-engine", "node_exporter"],
+                GATEWAY: ["haproxy", "prometheus2", "alertmanager", "blackbox_exporter", "node_exporter"]}
+
+
+def test_ansibles_facts_see_each_host_as_the_real_distribution(fleet):
+    for host, (distribution, version, family, manager) in REPORTED.items():
+        found = fleet.ad_hoc(host, "setup", "gather_subset=!all,!min,distribution,pkg_mgr")["ansible_facts"]
+        assert (found["ansible_distribution"], found["ansible_os_family"], found["ansible_pkg_mgr"]) == (
+            distribution, family, manager), (host, found)
+        assert re.fullmatch(version, found["ansible_distribution_version"]), (host, found)
+
+
+def test_the_rpm_hosts_installed_with_dnf_from_their_repository_and_firewalld_opens_what_they_serve(fleet):
+    for host, packages in RPM_PACKAGES.items():
+        installed = fleet[host].exec("rpm", "-q", "--qf", "%{NAME}\n", *packages).stdout.split()
+        assert installed == packages, (host, installed)
+        # dnf installed them (UOS included, which ansible-core takes for the Debian family), from the repository.
+        log = fleet[host].read_text("/var/log/dnf.rpm.log")
+        assert all(re.search(r"Installed: %s-\d" % re.escape(package), log) for package in packages), log
+        assert not fleet[host].exists("/usr/bin/apt-get")
+        assert fleet[host].exec("firewall-cmd", "--state").stdout.strip() == "running"
+    gateway_ports = fleet[GATEWAY].exec("firewall-cmd", "--permanent", "--list-ports").stdout.split()
+    assert sorted(gateway_ports) == ["8080/tcp", "9090/tcp", "9093/tcp"], gateway_ports
+    rules = fleet[HOST_B].exec("firewall-cmd", "--permanent", "--list-rich-rules").stdout.splitlines()
+    assert sorted(rules) == ['rule family="ipv4" source address="%s" port port="%d" protocol="tcp" accept' % (
+        fleet[GATEWAY].address, port) for port in (8082, 9100)], rules
+
+
+def reaches(host, address, port):
+    """Whether a TCP connection from a twin host to address:port is accepted."""
+    probe = ("import socket, sys\ntry:\n    socket.create_connection((sys.argv[1], int(sys.argv[2])), 5).close()\n"
+             "    print('open')\nexcept OSError as error:\n    print(error)")
+    return host.exec("python3", "-c", probe, address, str(port)).stdout.strip() == "open"
+
+
+def controller_reaches(address, port):
+    try:
+        socket.create_connection((address, port), 5).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_after_a_firewalld_reload_the_next_run_serves_through_the_gateway_keeps_others_out_and_refuses_python_3_7(
+        fleet):
+    """firewall-cmd --reload removes every iptables rule: Docker's port publishing, which openEuler's docker-engine
+    18.09 does not put back, and the instance's and exporters' guards. firewalld's own rules stay. The next site.yml
+    restarts Docker and puts back the guards: the instance serves through the gateway and still reaches nobody else.
+    The same run, with the Kylin host in the inventory, refuses that host by name before anything runs there (its
+    Python is 3.7), and deploys the others."""
+    host, gateway = fleet[HOST_B], fleet[GATEWAY]
+    kylin_before = fleet[KYLIN].changed_paths()
+    host.exec("firewall-cmd", "--reload")
+    assert not reaches(gateway, host.address, INSTANCE_PORT), "the reload left Docker's published port working"
+    # firewalld's own openings hold: only the monitoring host reaches the exporters.
+    assert reaches(gateway, host.address, 9100) and not controller_reaches(host.address, 9100)
+
+    run = fleet.play(preflight=True, hosts=[HOST_A, HOST_B, GATEWAY, KYLIN])
+    assert run.rc == 2 and run.failed_hosts() == [KYLIN], run.stdout
+    message = run.results("Refuse a host whose Python no module runs on")[KYLIN]["msg"]
+    assert message.startswith("%s: Python: found /usr/bin/python3 is Python 3.7.9 on Kylin Linux Advanced Server "
+                              "V10 (Sword); required Python 3.8 or later" % KYLIN), message
+    assert "Fix: Kylin V10's python3 is 3.7" in message
+    # Nothing ran on the Kylin host but the probe (a login's own traces aside).
+    assert [path for path in fleet[KYLIN].changed_paths() if path not in kylin_before and not path.startswith(
+        ("/home/ops", "/root", "/tmp", "/var/log", "/run", "/var/run"))] == []
+    assert run.results("Restart Docker, whose port publishing rules a firewall reload removed")[HOST_B]["changed"]
+    wait_until(lambda: servers(fleet).get("%s:%s" % (HOST_B, NAME), ("",))[0] == "UP",
+               "the gateway's health checks find the instance again", 120)
+    assert sorted(servers(fleet)) == sorted("%s:%s" % (name, NAME) for name in (HOST_A, HOST_B))
+    assert Client(gateway.url(PORT), fleet.api_key(), 30).models() == [MODEL]
+    assert reaches(gateway, host.address, INSTANCE_PORT) and reaches(gateway, host.address, 9100)
+    for port in (INSTANCE_PORT, 9100, 8082):
+        assert not controller_reaches(host.address, port), port
+    assert "ASCEND-FLEET" in host.exec("iptables", "-S", "DOCKER-USER").stdout
 
 
 def test_a_sick_chip_a_killed_instance_and_a_dead_engine_fire_their_alerts_and_resolve(fleet):

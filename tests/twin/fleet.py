@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import time
@@ -21,6 +22,9 @@ from . import hdk
 from . import hosts as host_files
 from .platforms import NATIVE, oci_platform, require_emulation
 from .shell import TwinError, docker
+
+# The twin's package repository (tests/twin/lifecycle.py starts it) on the registry's address.
+REPO_PORT = 8090
 
 HERE = pathlib.Path(__file__).resolve().parent
 GROUP_VARS = HERE.parent.parent / "inventory" / "twin" / "group_vars"
@@ -66,10 +70,12 @@ def remove_container(name):
 class TwinHost:
     """One twin host: its container, its files on this machine, and commands run inside it as root."""
 
-    def __init__(self, fleet, name, profile_name):
+    def __init__(self, fleet, name, spec):
+        """spec: `<profile>` or `<profile>@<os>` (profiles.yml, distributions.yml)."""
         self.fleet = fleet
         self.name = name
-        self.profile_name = profile_name
+        self.spec = spec
+        self.profile_name, self.os_name = host_files.split_host_spec(spec or "")
         self.root = fleet.home / "hosts" / name
         self.engine_dir = fleet.home / "engines" / name
         self.container = "%s-%s" % (fleet.prefix, name)
@@ -125,8 +131,36 @@ class TwinHost:
         return self.profile.get("architecture", NATIVE)
 
     @property
+    def distribution(self):
+        """The host's operating system (distributions.yml): its family, release files, repository, Python."""
+        return host_files.load_distributions()[self.os_name]
+
+    @property
     def image(self):
+        if self.distribution["family"] == "rpm":
+            return self.fleet.rpm_host_image
         return self.fleet.host_images[self.architecture]
+
+    def os_mounts(self):
+        """The release files of the host's operating system and, on an RPM host, its dnf repository (the site's
+        mirror, in the twin's package repository), written beside its Ascend files and mounted read-only."""
+        distribution, folder, mounts = self.distribution, self.fleet.home / "os" / self.name, []
+        files = dict(distribution.get("files", {}))
+        if distribution["family"] == "rpm":
+            # dnf's $releasever, which a distribution's release package gives it: the os-release's VERSION_ID.
+            files["/etc/dnf/vars/releasever"] = re.search(r'^VERSION_ID="?([^"\n]*)', files["/etc/os-release"],
+                                                          re.M).group(1) + "\n"
+            files["/etc/yum.repos.d/twin.repo"] = (
+                "# The site's mirror of %s's repository.\n[everything]\nname=%s everything\n"
+                "baseurl=http://%s:%d/%s/\nenabled=1\ngpgcheck=0\n" % (
+                    distribution["label"], distribution["label"], REGISTRY_NAME, REPO_PORT,
+                    distribution["repository"]))
+        for path, text in sorted(files.items()):
+            source = folder / path.lstrip("/")
+            source.parent.mkdir(parents=True, exist_ok=True)
+            source.write_text(text)
+            mounts += ["-v", "%s:%s:ro" % (source, path)]
+        return mounts
 
     @property
     def group(self):
@@ -157,6 +191,16 @@ class TwinHost:
                     args += ["-v", "%s:%s:%s" % (self.root / source, target, mode)]
             for node in sorted((self.root / "dev").iterdir()):
                 args += ["--device", "%s:/dev/%s" % (node, node.name)]
+        distribution = self.distribution
+        if distribution["family"] == "rpm":
+            if self.architecture != NATIVE:
+                raise TwinError("host %s: the twin's %s hosts run on this machine's architecture (%s) only, not %s. "
+                                "Fix: give it a profile without `architecture`" % (
+                                    self.name, self.os_name, NATIVE, self.architecture))
+            args += ["-e", "TWIN_FIREWALLD=1"]
+        if distribution.get("python"):
+            args += ["-e", "TWIN_PYTHON_VERSION=%s" % distribution["python"]]
+        args += self.os_mounts()
         if self.architecture != NATIVE:
             require_emulation(self.architecture)
             # What a Kunpeng 920's kernel prints, for the CPUs this machine has (its own /proc/cpuinfo otherwise).
@@ -164,9 +208,10 @@ class TwinHost:
         docker(*(args + ["--platform", oci_platform(self.architecture), self.image]))
 
     def wait_ready(self, timeout=60):
-        """sshd has its keys and the host's engine answers."""
+        """sshd has its keys and the host's engine answers (where it has one: an RPM host installs it)."""
         deadline = time.time() + timeout
-        probe = "test -s /etc/ssh/ssh_host_ed25519_key.pub && pgrep -x sshd >/dev/null && docker info >/dev/null"
+        probe = ("test -s /etc/ssh/ssh_host_ed25519_key.pub && pgrep -x sshd >/dev/null"
+                 " && { test ! -x /etc/init.d/docker || docker info >/dev/null; }")
         while time.time() < deadline:
             if self.exec("sh", "-c", probe, check=False).returncode == 0:
                 return
@@ -228,11 +273,16 @@ class Fleet:
         self.id = hashlib.sha256(str(self.home.resolve()).encode()).hexdigest()[:6]
         self.prefix = "%s-%s" % (twin.prefix, self.id)
         self.host_images = host_images or {}
-        known = host_files.load_profiles()
-        for name, profile in sorted(hosts.items()):
+        known, distributions = host_files.load_profiles(), host_files.load_distributions()
+        for name, spec in sorted(hosts.items()):
+            profile, distribution = host_files.split_host_spec(spec)
             if profile not in known:
                 raise ValueError("host %s: unknown twin profile %r (known: %s)"
                                  % (name, profile, ", ".join(sorted(known))))
+            if distribution not in distributions:
+                raise ValueError("host %s: unknown twin operating system %r (known: %s)"
+                                 % (name, distribution, ", ".join(sorted(distributions))))
+        self.rpm_host_image = None
         self.hosts = {name: TwinHost(self, name, profile) for name, profile in sorted(hosts.items())}
         self.inventory = pathlib.Path(inventory) if inventory else self.home / "inventory" / "hosts.yml"
         self.key = self.home / "ssh" / "id_ed25519"
@@ -253,6 +303,8 @@ class Fleet:
             raise TwinError("the twin's host images are not built: run `python -m twin up` first")
         for architecture in sorted({host.architecture for host in self.hosts.values()} - set(self.host_images)):
             self.host_images = self.twin.add_architecture(architecture)["host_images"]
+        if any(host.distribution["family"] == "rpm" for host in self.hosts.values()):
+            self.rpm_host_image = self.twin.rpm_host_image()
         public_key = self.ensure_key()
         gateway = self.twin.gateway()
         for host in self.hosts.values():
@@ -302,7 +354,8 @@ class Fleet:
             if name not in addresses:
                 continue
             groups.setdefault(host.group, {})[name] = dict(
-                {"ansible_host": addresses[name], "twin_profile": host.profile_name}, **(overrides or {}).get(name, {}))
+                {"ansible_host": addresses[name], "twin_profile": host.profile_name, "twin_os": host.os_name},
+                **(overrides or {}).get(name, {}))
             if host.profile.get("monitoring"):
                 groups.setdefault("monitoring", {})[name] = {}
         connection = {"ansible_user": USER, "ansible_ssh_private_key_file": str(self.key),

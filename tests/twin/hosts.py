@@ -19,6 +19,8 @@ from . import hdk, npu_smi
 
 HERE = pathlib.Path(__file__).resolve().parent
 PROFILES_FILE = HERE / "profiles.yml"
+DISTRIBUTIONS_FILE = HERE / "distributions.yml"
+DEFAULT_DISTRIBUTION = "debian"
 MODEL_NAME = "Qwen3-VL-8B-Instruct"
 MODEL_SHARDS = 4
 
@@ -49,6 +51,17 @@ MODEL_SMALL_FILES = {
 def load_profiles():
     with open(PROFILES_FILE) as handle:
         return yaml.safe_load(handle)
+
+
+def load_distributions():
+    with open(DISTRIBUTIONS_FILE) as handle:
+        return yaml.safe_load(handle)
+
+
+def split_host_spec(spec):
+    """A fleet's host spec, `<profile>` or `<profile>@<os>` (distributions.yml; default debian): (profile, os)."""
+    profile, _at, distribution = spec.partition("@")
+    return profile, distribution or DEFAULT_DISTRIBUTION
 
 
 def _write(path, content, mode=0o644):

@@ -39,7 +39,14 @@ import bcrypt
 import yaml
 
 from . import fleet
-from .hosts import PROFILES_FILE, load_profiles
+from .hosts import (
+    DEFAULT_DISTRIBUTION,
+    DISTRIBUTIONS_FILE,
+    PROFILES_FILE,
+    load_distributions,
+    load_profiles,
+    split_host_spec,
+)
 from .platforms import ARCHITECTURES, BUILT, NATIVE, oci_platform, require_emulation
 from .shell import TwinError, docker, log, run
 
@@ -75,7 +82,7 @@ IMAGE_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 MANIFEST_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
 # Two roots: a small one for the stand-in (every host pulls it), a full one for the hosts themselves, made from the
 # small one (ROOT_BASES).
-ROOT_BASES = {"host": "python"}
+ROOT_BASES = {"host": "python", "rpmhost": "host"}
 ROOTS = {
     "python": ["python3"],
     # haproxy: the fleet's gateway; a twin host reaches no package mirror, so the root has it as a site's own
@@ -88,6 +95,15 @@ ROOTS = {
              "haproxy", "make", "gcc", "dkms", "pciutils", "net-tools", "systemd-standalone-tmpfiles",
              "prometheus", "prometheus-alertmanager", "prometheus-blackbox-exporter", "prometheus-node-exporter"],
 }
+# The root of the RPM distributions' hosts (distributions.yml, family rpm): the host root with rpm, dnf and its
+# Python bindings, createrepo_c, and firewalld on D-Bus with nftables; then made an RPM host's by
+# tests/twin/rpm_packages.py (its packages become RPMs of the twin's repository; apt and dpkg go). This machine's
+# architecture only: the distributions' hosts of the twin are not emulated.
+ROOTS["rpmhost"] = ROOTS["host"] + ["rpm", "dnf", "python3-dnf", "createrepo-c", "firewalld", "dbus", "nftables"]
+# What makes a root besides its packages: a changed script makes a new one.
+ROOT_SCRIPTS = {"rpmhost": (HERE / "rpm_packages.py", HERE / "host" / "fix-init-scripts")}
+# The twin's package repository for the RPM hosts, on the twin network's gateway (fleet.REGISTRY_NAME there).
+REPO_PORT = fleet.REPO_PORT
 BASE_REPOSITORY = "ascend-vllm-fleet-twin/debian-"
 # The registry's port on the twin network, where hosts reach it as fleet.REGISTRY_NAME (the inventory's mirror).
 REGISTRY_HOST_PORT = 5000
@@ -162,6 +178,17 @@ def demo_hosts(count, aarch64=0, profiles=None):
     return hosts
 
 
+def os_choice(value):
+    """`up --os`'s value as (host, operating system): NAME, for every host of the demo (host EVERY_HOST), or
+    HOST=NAME for one; NAME one of distributions.yml."""
+    host, _equals, name = value.rpartition("=")
+    choices = sorted(load_distributions())
+    if name not in choices:
+        raise argparse.ArgumentTypeError("%s: %s is no operating system of %s; expected one of: %s" % (
+            value, json.dumps(name), DISTRIBUTIONS_FILE, ", ".join(choices)))
+    return host or EVERY_HOST, name
+
+
 def host_profiles(group):
     """The profiles of profiles.yml for hosts of an inventory group (ascend, or gateway), sorted."""
     return sorted(name for name, profile in load_profiles().items() if profile.get("group", "ascend") == group)
@@ -191,6 +218,7 @@ class Twin:
         self.prefix = "avf-twin-%s" % self.instance
         self.build_repository = "ascend-vllm-fleet-twin-%s/vllm-standin" % self.instance
         self.host_image = "ascend-vllm-fleet-twin-%s/host" % self.instance
+        self.rpm_host_image_repository = "ascend-vllm-fleet-twin-%s/rpm-host" % self.instance
         self.network = self.prefix
 
     @property
@@ -298,11 +326,57 @@ class Twin:
         return htpasswd
 
     def _is_our_registry(self, pid):
+        """Whether pid is a server of this twin: a registry, or the package repository's HTTP server."""
         try:
             cmdline = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes().decode(errors="replace")
         except OSError:
             return False
-        return "docker-registry" in cmdline and str(self.home) in cmdline
+        return ("docker-registry" in cmdline or "http.server" in cmdline) and str(self.home) in cmdline
+
+    # --- the RPM hosts' package repository -----------------------------------------------------------------
+    def start_package_repository(self, state, gateway):
+        """The RPM hosts' package repository over HTTP on the twin network, as a site's mirror: each distribution's
+        path (distributions.yml) serves the RPM root's packages once they are built (rpm_host_image)."""
+        folder = self.home / "rpm-repo"
+        folder.mkdir(parents=True, exist_ok=True)
+        pids = state.setdefault("registry_pids", {})
+        if pids.get("rpm-repo") and self._is_our_registry(pids["rpm-repo"]):
+            return
+        if port_open(gateway, REPO_PORT):
+            raise TwinError("%s:%d, the twin's package repository, is taken by another program" % (gateway, REPO_PORT))
+        with open(self.home / "rpm-repo.log", "ab") as output:
+            process = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", gateway, str(REPO_PORT),
+                                        "--directory", str(folder)], stdout=output, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        with self.edited_state() as current:
+            current.setdefault("registry_pids", {})["rpm-repo"] = process.pid
+        for _ in range(100):
+            if port_open(gateway, REPO_PORT):
+                log("package repository on %s:%d (pid %d)" % (gateway, REPO_PORT, process.pid))
+                return
+            time.sleep(0.1)
+        raise TwinError("the package repository did not start on %s:%d; see %s" % (
+            gateway, REPO_PORT, self.home / "rpm-repo.log"))
+
+    def rpm_host_image(self):
+        """The RPM hosts' image (this machine's architecture), built unless it is of the sources as they are, and
+        its packages in the repository at every RPM distribution's path. What a fleet with such a host asks for."""
+        self.base_image("rpmhost")
+        with self.build_lock():
+            state = self.load_state()
+            self.build_image(state, self.rpm_host_spec(), NATIVE)
+        folder = self.home / "rpm-repo"
+        for distribution in load_distributions().values():
+            if distribution["family"] == "rpm":
+                link = folder / distribution["repository"]
+                if not link.is_symlink() or pathlib.Path(os.readlink(link)) != self.rpm_repository():
+                    link.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = link.with_name(link.name + ".tmp")
+                    if tmp.is_symlink():
+                        tmp.unlink()
+                    tmp.symlink_to(self.rpm_repository())
+                    os.replace(tmp, link)
+        return self.load_state()["rpm_host_images"][NATIVE]
 
     # --- images ------------------------------------------------------------------------------------------
     @staticmethod
@@ -310,7 +384,8 @@ class Twin:
         """Names a root by its suite, architecture and packages, so a changed package list makes a new one."""
         native = [name for name in ROOTS[kind] if name in NATIVE_ON_EMULATED] if architecture != NATIVE else []
         packages = ROOTS[kind] + (["native:"] + native if native else []) + (
-            ["from:" + ROOT_BASES[kind]] if kind in ROOT_BASES else [])
+            ["from:" + ROOT_BASES[kind]] if kind in ROOT_BASES else []) + [
+            "script:" + hashlib.sha256(script.read_bytes()).hexdigest() for script in ROOT_SCRIPTS.get(kind, ())]
         return "%s-%s-%s" % (SUITE, ARCHITECTURES.get(architecture, architecture),
                              hashlib.sha256(",".join(packages).encode()).hexdigest()[:8])
 
@@ -351,6 +426,8 @@ class Twin:
                 packages = ["%s:%s" % (name, native) if emulated and name in NATIVE_ON_EMULATED else name
                             for name in ROOTS[kind] if name not in ROOTS[base]]
                 apt_install(target, packages, native if emulated else None)
+                if kind == "rpmhost":
+                    self._make_rpm_root(target)
             else:
                 run("debootstrap", "--arch=" + ARCHITECTURES[architecture], "--variant=minbase",
                     "--include=" + ",".join(ROOTS[kind]), SUITE, str(target), mirror)
@@ -358,6 +435,28 @@ class Twin:
             partial = tarball.with_suffix(".partial")
             run("tar", "-C", str(target), "--numeric-owner", "-cf", str(partial), ".")
             os.replace(partial, tarball)
+
+    def rpm_repository(self):
+        """The folder of the RPM host root's packages and repodata, made with that root."""
+        return self.cache / ("rpm-repo-%s" % self.root_tag("rpmhost"))
+
+    def _make_rpm_root(self, target):
+        """An RPM host's root from a host root (rpm_packages.py, run inside it), its repository kept beside it."""
+        scripts = target / "tmp" / "twin-rpm-scripts"
+        scripts.mkdir(parents=True)
+        for script in ROOT_SCRIPTS["rpmhost"]:
+            shutil.copy(script, scripts / script.name)
+        # Folders every root has (the python root's) are no package's own: the RPMs list only their own folders.
+        listing = run("tar", "-tf", str(self.rootfs_tarball("python"))).stdout.splitlines()
+        (scripts / "base-dirs").write_text("\n".join(sorted("/" + line.strip("./").rstrip("/") for line in listing
+                                                             if line.endswith("/"))) + "\n")
+        run("chroot", str(target), "sh", "/tmp/twin-rpm-scripts/fix-init-scripts")
+        run("chroot", str(target), "python3", "/tmp/twin-rpm-scripts/rpm_packages.py",
+            "/tmp/twin-rpm-scripts/base-dirs")
+        shutil.rmtree(scripts)
+        repository = self.rpm_repository()
+        shutil.rmtree(repository, ignore_errors=True)
+        shutil.move(str(target / "srv" / "twin-rpm-repo"), str(repository))
 
     def base_image(self, kind, architecture=NATIVE):
         """The root as an image of its platform (`docker import` would label any root with this machine's)."""
@@ -386,6 +485,11 @@ class Twin:
                  [(HERE / "vllm_standin", "vllm_standin"), (HERE / "Dockerfile", "Dockerfile")],
                  HERE / "vllm_standin", (HERE / "Dockerfile",)))
 
+    def rpm_host_spec(self):
+        """The RPM hosts' image, as image_specs gives an image: the host image's files on the RPM host root."""
+        host_spec = self.image_specs()[0]
+        return ("rpm_host_images", self.rpm_host_image_repository, "rpmhost") + host_spec[3:]
+
     def image_tag(self, repository, base_kind, folder, extra, architecture):
         """`repository:<hash of what it is built from>-<arch>`."""
         return "%s:%s-%s" % (repository, self.source_hash(base_kind, folder, extra, architecture),
@@ -399,28 +503,33 @@ class Twin:
     def build_architecture(self, state, architecture):
         """The host image and the stand-in of one architecture, each built unless it exists (the older builds for
         that architecture are dropped), into the state."""
-        for key, repository, base_kind, context_files, folder, extra in self.image_specs():
-            tag = self.image_tag(repository, base_kind, folder, extra, architecture)
-            if docker("image", "inspect", tag, check=False).returncode != 0:
-                base = self.base_image(base_kind, architecture)
-                with tempfile.TemporaryDirectory() as context:
-                    for source, name in context_files:
-                        if source.is_dir():
-                            shutil.copytree(source, pathlib.Path(context) / name,
-                                            ignore=shutil.ignore_patterns("__pycache__"))
-                        else:
-                            shutil.copy(source, pathlib.Path(context) / name)
-                    docker("build", "-q", "--platform", oci_platform(architecture), "--build-arg", "BASE=%s" % base,
-                           "--label", "ascend-vllm-fleet.twin.source=%s" % tag.rsplit(":", 1)[1], "-t", tag, context)
-                log("built %s" % tag)
-            for stale in self.our_images():
-                if stale.startswith(repository + ":") and stale.endswith("-" + ARCHITECTURES[architecture]) \
-                        and stale != tag:
-                    docker("rmi", stale, check=False)  # still used by a host until it is recreated: `down` removes it
-            state.setdefault(key, {})[architecture] = tag
+        for spec in self.image_specs():
+            self.build_image(state, spec, architecture)
+
+    def build_image(self, state, spec, architecture):
+        """One image of an architecture (an image_specs entry, or RPM_HOST_SPEC), built unless it exists (the older
+        builds of it are dropped), into the state."""
+        key, repository, base_kind, context_files, folder, extra = spec
+        tag = self.image_tag(repository, base_kind, folder, extra, architecture)
+        if docker("image", "inspect", tag, check=False).returncode != 0:
+            base = self.base_image(base_kind, architecture)
+            with tempfile.TemporaryDirectory() as context:
+                for source, name in context_files:
+                    if source.is_dir():
+                        shutil.copytree(source, pathlib.Path(context) / name,
+                                        ignore=shutil.ignore_patterns("__pycache__"))
+                    else:
+                        shutil.copy(source, pathlib.Path(context) / name)
+                docker("build", "-q", "--platform", oci_platform(architecture), "--build-arg", "BASE=%s" % base,
+                       "--label", "ascend-vllm-fleet.twin.source=%s" % tag.rsplit(":", 1)[1], "-t", tag, context)
+            log("built %s" % tag)
+        for stale in self.our_images():
+            if stale.startswith(repository + ":") and stale.endswith("-" + ARCHITECTURES[architecture]) \
+                    and stale != tag:
+                docker("rmi", stale, check=False)  # still used by a host until it is recreated: `down` removes it
+        state.setdefault(key, {})[architecture] = tag
         with self.edited_state() as current:
-            for key, *_ in self.image_specs():
-                current.setdefault(key, {})[architecture] = state[key][architecture]
+            current.setdefault(key, {})[architecture] = tag
 
     def push_standin(self, state):
         """Every tag of the registry, for every architecture built: one multi-arch tag each, as quay.io's."""
@@ -516,6 +625,7 @@ class Twin:
         self.start_registry(state, "hosts", "%s:%d" % (gateway, REGISTRY_HOST_PORT), readonly=True)
         self.start_registry(state, "login", "%s:%d" % (gateway, REGISTRY_LOGIN_PORT), readonly=True,
                             htpasswd=self.registry_account())
+        self.start_package_repository(state, gateway)
         with self.build_lock():
             state = self.load_state()
             for architecture in architectures:
@@ -563,41 +673,63 @@ class Twin:
         state = self.load_state()
         return fleet.Fleet(self, home, hosts, state.get("host_images"), inventory=inventory)
 
-    def demo_layout(self, count=None, aarch64=None, profiles=None):
-        """The demo fleet's hosts and profiles (demo_hosts), as many hosts and Kunpeng hosts as now unless given."""
+    def demo_layout(self, count=None, aarch64=None, profiles=None, systems=None):
+        """The demo fleet's hosts and their specs (demo_hosts' profiles, `@<os>` where not Debian), as many hosts and
+        Kunpeng hosts as now unless given. systems: the operating systems chosen (`up --os`), by host name,
+        EVERY_HOST for every host; a host's own choice wins, and a host not chosen keeps the one it has."""
         state = self.load_state()
-        hosts = {name: profile for name, profile in (state.get("hosts") or {}).items() if name != DEMO_GATEWAY}
+        now = {name: split_host_spec(spec) for name, spec in (state.get("hosts") or {}).items()}
+        ascend = {name: profile for name, (profile, _) in now.items() if name != DEMO_GATEWAY}
         if count is None:
-            count = len(hosts) or 2
+            count = len(ascend) or 2
         if aarch64 is None:
-            aarch64 = min(count, sum(profile == DEMO_AARCH64_PROFILE for profile in hosts.values()))
+            aarch64 = min(count, sum(profile == DEMO_AARCH64_PROFILE for profile in ascend.values()))
         if aarch64 > count:
             raise TwinError("--aarch64 %d: more than the %d demo hosts. Fix: give --hosts %d or more"
                             % (aarch64, count, aarch64))
-        return demo_hosts(count, aarch64, profiles)
+        layout = demo_hosts(count, aarch64, profiles)
+        systems = dict(systems or {})
+        unknown = sorted(set(systems) - set(layout) - {EVERY_HOST})
+        if unknown:
+            raise TwinError("--os %s=%s: the demo fleet has no host %s (its hosts: %s)" % (
+                unknown[0], systems[unknown[0]], unknown[0], ", ".join(sorted(layout))))
+        distributions = load_distributions()
+        specs = {}
+        for name, profile in layout.items():
+            system = systems.get(name, systems.get(EVERY_HOST, now.get(name, (None, DEFAULT_DISTRIBUTION))[1]))
+            architecture = load_profiles()[profile].get("architecture", NATIVE)
+            if distributions[system]["family"] == "rpm" and architecture != NATIVE:
+                raise TwinError("--os %s: %s is a Kunpeng (aarch64) host, and the twin's %s hosts run on this "
+                                "machine's architecture only. Fix: leave out --aarch64, or choose the OS of the other "
+                                "hosts one by one (--os twin-01=%s)" % (system, name, system, system))
+            specs[name] = profile if system == DEFAULT_DISTRIBUTION else "%s@%s" % (profile, system)
+        return specs
 
-    def demo_fleet(self, count=None, aarch64=None, profiles=None):
-        return self.fleet(self.home / "demo", self.demo_layout(count, aarch64, profiles), inventory=self.inventory)
+    def demo_fleet(self, count=None, aarch64=None, profiles=None, systems=None):
+        return self.fleet(self.home / "demo", self.demo_layout(count, aarch64, profiles, systems),
+                          inventory=self.inventory)
 
-    def up(self, count=None, aarch64=None, profiles=None):
+    def up(self, count=None, aarch64=None, profiles=None, systems=None):
         """The twin with its demo fleet: this machine's images, and another architecture's where a demo host is of
-        it (the fleet adds them). profiles: as demo_hosts takes them; without, each host its demo profile."""
-        hosts = self.demo_layout(count, aarch64, profiles)  # a wrong choice stops here, before anything starts
+        it (the fleet adds them). profiles: as demo_hosts takes them; without, each host its demo profile. systems:
+        as demo_layout takes them; without, each host the operating system it has (Debian at first)."""
+        hosts = self.demo_layout(count, aarch64, profiles, systems)  # a wrong choice stops here, before anything starts
         state = self.infrastructure()
         demo = self.fleet(self.home / "demo", hosts, inventory=self.inventory)
         # A host given another profile is another machine: made afresh, as a host's files are made only once
         # and what its old profile ran (a foreign container, a driver installed since) would stay.
         was = state.get("hosts") or {}
         stale = set(was) - set(demo.hosts)
-        stale |= set(name for name, host in demo.hosts.items() if was.get(name, host.profile_name) != host.profile_name)
+        stale |= set(name for name, host in demo.hosts.items() if was.get(name, host.spec) != host.spec)
         if stale:
             demo.remove_hosts(sorted(stale))
         demo.up()
         with self.edited_state() as state:
-            state["hosts"] = {name: host.profile_name for name, host in demo.hosts.items()}
+            state["hosts"] = {name: host.spec for name, host in demo.hosts.items()}
             state["inventory"] = str(self.inventory)
         for name, host in demo.hosts.items():
-            log("  %-8s %-8s %s" % (name, host.architecture if host.group == "ascend" else "", host.profile_name))
+            log("  %-8s %-8s %-22s %s" % (name, host.architecture if host.group == "ascend" else "", host.profile_name,
+                                          host.distribution["label"]))
         log("up: %d host(s) in %s, registry %s" % (len(demo.hosts), self.inventory, self.registry))
         return state
 
@@ -611,7 +743,8 @@ class Twin:
         """Local images of this twin (pushed, stand-in and host builds), or of the given name prefixes: by name,
         or by ID once a newer build took their tag (Docker lists them as <repository>:<none>)."""
         listing = docker("images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}").stdout.splitlines()
-        prefixes = prefixes or ("%s/" % self.registry, self.build_repository + ":", self.host_image + ":")
+        prefixes = prefixes or ("%s/" % self.registry, self.build_repository + ":", self.host_image + ":",
+                                self.rpm_host_image_repository + ":")
         found = []
         for line in listing:
             name, image_id = line.rsplit(" ", 1)
@@ -671,9 +804,10 @@ class Twin:
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m twin", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["up", "roots", "build", "down", "status"],
-                        help="build: the images of every architecture (up builds this machine's, and another's "
-                             "only for a host of it); roots: the Debian roots and base images of the architectures "
-                             "up leaves out, the longest part of their build, which needs no registry")
+                        help="build: the images of every architecture and of the RPM distributions' hosts (up builds "
+                             "this machine's Debian hosts', and the others' only for a host of them); roots: the "
+                             "roots and base images up leaves out, the longest part of their build, which needs no "
+                             "registry")
     parser.add_argument("--hosts", type=int, help="with up: how many demo hosts (default: as many as now, or 2)")
     parser.add_argument("--aarch64", type=int, help="with up: how many of them are Kunpeng (aarch64) hosts, which "
                         "run emulated and slower (README: the twin) (default: as many as now, or 0)")
@@ -681,6 +815,10 @@ def main(argv=None):
                         help="with up: the profile (%s) of every Ascend demo host (NAME), or of one host "
                         "(HOST=NAME, which wins); repeatable. A host given another profile than it has is made "
                         "afresh (default: the demo's profiles)" % PROFILES_FILE)
+    parser.add_argument("--os", action="append", type=os_choice, default=[], metavar="[HOST=]NAME", dest="systems",
+                        help="with up: the operating system (%s: debian, openeuler, kylin, uos) of every demo host "
+                        "(NAME), or of one host (HOST=NAME, which wins); repeatable. A host given another one is made "
+                        "afresh (default: the one it has, Debian at first)" % DISTRIBUTIONS_FILE.name)
     parser.add_argument("--purge", action="store_true", help="with down: also remove the caches")
     parser.add_argument("--inventory", help="with up: where to write the demo fleet's inventory (default %s)"
                         % DEFAULT_INVENTORY)
@@ -696,17 +834,21 @@ def main(argv=None):
                      "(--profile twin-02=%s)" % (args.aarch64, profiles[EVERY_HOST], DEMO_AARCH64_PROFILE))
     if args.profile and args.command != "up":
         parser.error("--profile is for up, not %s" % args.command)
+    if args.systems and args.command != "up":
+        parser.error("--os is for up, not %s" % args.command)
     twin = Twin(inventory=args.inventory)
     try:
         if args.command == "up":
-            twin.up(args.hosts, args.aarch64, profiles)
+            twin.up(args.hosts, args.aarch64, profiles, dict(args.systems))
         elif args.command == "build":
             for architecture in BUILT:
                 twin.add_architecture(architecture)
+            twin.rpm_host_image()
         elif args.command == "roots":
             for architecture in BUILT:
                 if architecture != NATIVE:
                     twin.base_images(architecture)
+            twin.base_image("rpmhost")
         elif args.command == "down":
             twin.down(purge=args.purge)
         else:

@@ -4,11 +4,34 @@
 #   TWIN_AUTHORIZED_KEY   public key that may log in as `ops`
 #   TWIN_CGROUP_PARENT    cgroup under which this host's engine puts its containers (one per twin host)
 #   TWIN_BOOT_SECONDS     how long a reboot keeps the host unreachable (default 3)
+#   TWIN_FIREWALLD        1: boot firewalld (on D-Bus, nftables backend) before the engine, as an openEuler or Kylin
+#                         server does (tests/twin/distributions.yml)
+#   TWIN_PYTHON_VERSION   the version the host's python3 reports instead of the root's own; such a python3 runs
+#                         nothing else (the distributions' hosts whose Python no module of ansible-core runs on)
 set -eu
 : "${TWIN_AUTHORIZED_KEY:?}" "${TWIN_CGROUP_PARENT:?}"
 # What the driver installer stand-in keeps (tests/twin/hdk.py): a reboot loads the installed driver and the
 # firmware in flash, as on a real host.
 HDK_BOOT=/var/lib/ascend-twin/hdk.py
+
+# The root's own Python, for what the twin itself runs (firewalld, the driver stand-in), whatever python3 says.
+REAL_PYTHON=/usr/libexec/twin-python3
+if [ ! -e "$REAL_PYTHON" ]; then
+  real=$(readlink -f /usr/bin/python3)
+  if [ -n "${TWIN_PYTHON_VERSION:-}" ]; then
+    # Only python3 is left, and it is the older one: Ansible's interpreter discovery finds no other.
+    mv "$real" "$REAL_PYTHON"
+    rm -f /usr/bin/python3
+    printf '%s\n' '#!/bin/sh' \
+      "# The twin: this host's python3 is Python $TWIN_PYTHON_VERSION (tests/twin/distributions.yml)." \
+      'case "${1:-}" in --version|-V) echo "Python '"$TWIN_PYTHON_VERSION"'"; exit 0 ;; esac' \
+      'echo "SyntaxError: invalid syntax (Python '"$TWIN_PYTHON_VERSION"' runs none of this)" >&2' 'exit 1' \
+      > /usr/bin/python3
+    chmod 0755 /usr/bin/python3
+  else
+    ln -s "$real" "$REAL_PYTHON"
+  fi
+fi
 
 ssh-keygen -A >/dev/null   # this host's own keys, made at its first boot and kept after
 install -d -m 0700 -o ops -g ops /home/ops/.ssh
@@ -71,6 +94,7 @@ boot_kernel_settings() {
   for attribute in $(attributes | cut -d' ' -f1); do : > "$attribute"; done
   sysctl --system >/dev/null 2>&1 || true
   systemd-tmpfiles --boot --create >/dev/null 2>&1 || true
+  rm -f /run/nologin   # what systemd-user-sessions does once a boot is done, where tmpfiles made it (systemd's)
   attributes | while read -r attribute default; do
     [ -s "$attribute" ] || echo "$default" > "$attribute"
   done
@@ -92,15 +116,32 @@ unmount_kernel_settings() {
     2>/dev/null || true
 }
 
+# firewalld as systemd starts it, before the network and the engine: the system bus first, then the daemon, whose
+# permanent settings (/etc/firewalld) it applies.
+start_firewalld() {
+  mkdir -p /run/dbus
+  rm -f /run/dbus/pid
+  dbus-daemon --system --fork
+  "$REAL_PYTHON" /usr/sbin/firewalld
+  for _ in $(seq 1 100); do
+    [ "$("$REAL_PYTHON" /usr/bin/firewall-cmd --state 2>/dev/null)" = running ] && return
+    sleep 0.1
+  done
+  echo "twin host: firewalld did not start" >&2
+}
+
 start_services() {
   # Every boot has its own boot ID, as the kernel gives a real one: it is how Ansible's reboot module tells
   # that the host came back from a reboot rather than never went down.
   cat /proc/sys/kernel/random/uuid > /run/twin-boot-id
   mount --bind /run/twin-boot-id /proc/sys/kernel/random/boot_id
   boot_kernel_settings
+  if [ "${TWIN_FIREWALLD:-}" = 1 ]; then
+    start_firewalld
+  fi
   mkdir -p /run/sshd
   service ssh start >/dev/null
-  service docker start >/dev/null
+  [ ! -x /etc/init.d/docker ] || service docker start >/dev/null   # an RPM host gets its engine from its repository
   # Then what is enabled for the default runlevel, as a sysvinit boot starts it: the services the roles enable
   # (the exporters, Prometheus) come back after a reboot only if they were enabled.
   for script in /etc/rc2.d/S*; do
@@ -115,13 +156,13 @@ reboot_host() {
   echo "twin host: rebooting"
   service docker stop >/dev/null 2>&1 || true
   service ssh stop >/dev/null 2>&1 || true
-  kill -TERM -1 2>/dev/null || true   # every process but this one, as a shutdown does
+  kill -TERM -1 2>/dev/null || true   # every process but this one, as a shutdown does (firewalld, D-Bus too)
   sleep 1
   kill -KILL -1 2>/dev/null || true
   umount /proc/sys/kernel/random/boot_id
   unmount_kernel_settings
   if [ -e "$HDK_BOOT" ]; then
-    python3 "$HDK_BOOT" boot
+    "$REAL_PYTHON" "$HDK_BOOT" boot
   fi
   sleep "${TWIN_BOOT_SECONDS:-3}"
   start_services

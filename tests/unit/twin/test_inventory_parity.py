@@ -57,7 +57,7 @@ def test_twin_settings_touch_no_path_or_name_a_real_site_uses():
     assert "twin_root" not in text and "/var/lib/ascend-vllm-fleet-twin" not in text
 
 
-def test_twin_hosts_carry_only_connection_variables_and_a_profile(tmp_path):
+def test_twin_hosts_carry_only_connection_variables_a_profile_and_an_operating_system(tmp_path):
     fleet = Twin(home=tmp_path / "home").fleet(tmp_path / "fleet", demo_hosts(3))
     document = fleet.inventory_document({name: "192.0.2.%d" % (10 + index)
                                          for index, name in enumerate(sorted(fleet.hosts))})
@@ -65,7 +65,7 @@ def test_twin_hosts_carry_only_connection_variables_and_a_profile(tmp_path):
     assert list(ascend["hosts"]) == ["twin-01", "twin-02", "twin-03"]
     assert [host["twin_profile"] for host in ascend["hosts"].values()] == ["seed_duo4", "duo2", "seed_duo4"]
     for variables in ascend["hosts"].values():
-        assert set(variables) <= CONNECTION | {"twin_profile"}
+        assert set(variables) <= CONNECTION | {"twin_profile", "twin_os"} and variables["twin_os"] == "debian"
     assert set(ascend["vars"]) <= CONNECTION
     example = load(EXAMPLE / "hosts.yml")["all"]["children"]["ascend"]
     for variables in list(example["hosts"].values()) + [example["vars"]]:

@@ -69,6 +69,13 @@ def test_a_host_without_a_plan_file_is_not_deployed_yet_and_serves_nothing():
     assert gateway.gateway_backends([], {}) == []
 
 
+def test_a_host_refused_for_its_python_is_skipped_named_and_serves_nothing():
+    skipped = {"item": "npu-node-03", "skipped": True, "skip_reason": "Conditional result was False", "changed": False}
+    plans = gateway.gateway_read_plans([read("npu-node-01", plan_of("npu-node-01")), skipped])
+    assert plans["refused"] == ["npu-node-03"] and plans["not_deployed"] == []
+    assert [entry["host"] for entry in plans["plans"]] == ["npu-node-01"]
+
+
 def test_an_instance_name_haproxy_cannot_hold_is_refused():
     plans = [{"host": "npu-node-02", "plan": plan_of("npu-node-02", instances=[{"name": "vllm:ascend", "port": 8000}])}]
     with pytest.raises(AnsibleFilterError) as refused:

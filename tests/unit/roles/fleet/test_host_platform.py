@@ -1,0 +1,57 @@
+"""plugins/filter/fleet.py host_platform: a host's operating system as the roles need it, decided in one place. The
+facts are those ansible-core 2.19 reports for each distribution (the twin's hosts of each show them; its fixtures of
+the distributions' facts agree), the os-release texts the distributions' own."""
+import pathlib
+
+import pytest
+import yaml
+
+from ansible_collections.ascend.fleet.plugins.filter.fleet import host_platform
+from conftest import REPO
+
+DISTRIBUTIONS = yaml.safe_load((REPO / "tests/twin/distributions.yml").read_text())
+DEBIAN_OS_RELEASE = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nVERSION_ID="12"\nID=debian\n'
+# UOS Desktop is Debian underneath: no PLATFORM_ID.
+UOS_DESKTOP = 'PRETTY_NAME="UOS Desktop 20"\nNAME="uos"\nVERSION_ID="20"\nID=uos\n'
+
+
+def facts(distribution, version, family, pkg_mgr):
+    return {"distribution": distribution, "distribution_version": version, "os_family": family, "pkg_mgr": pkg_mgr}
+
+
+@pytest.mark.parametrize("reported,os_release,family,manager,files", [
+    (facts("openEuler", "22.03", "RedHat", "dnf"), DISTRIBUTIONS["openeuler"]["files"]["/etc/os-release"],
+     "RedHat", "dnf", ["openeuler-22.03.yml", "openeuler.yml", "redhat.yml"]),
+    # As ansible-core reports UOS Server 20 1070e (os_family Debian, pkg_mgr apt, though it has no apt): an RPM host.
+    (facts("Uos", "20", "Debian", "apt"), DISTRIBUTIONS["uos"]["files"]["/etc/os-release"],
+     "RedHat", "dnf", ["uos-20.yml", "uos.yml", "redhat.yml"]),
+    (facts("Uos", "20", "Debian", "apt"), UOS_DESKTOP, "Debian", "apt", ["uos-20.yml", "uos.yml", "debian.yml"]),
+    (facts("Debian", "12", "Debian", "apt"), DEBIAN_OS_RELEASE, "Debian", "apt", ["debian-12.yml", "debian.yml",
+                                                                                   "debian.yml"]),
+    (facts("Kylin Linux Advanced Server", "V10", "RedHat", "yum"), DISTRIBUTIONS["kylin"]["files"]["/etc/os-release"],
+     "RedHat", "yum", ["kylin linux advanced server-V10.yml", "kylin linux advanced server.yml", "redhat.yml"]),
+])
+def test_each_distribution_is_the_family_it_installs_packages_of(reported, os_release, family, manager, files):
+    platform = host_platform(reported, os_release)
+    assert (platform["family"], platform["package_manager"], platform["vars_files"]) == (family, manager, files)
+    assert platform["reported_family"] == reported["os_family"]
+    assert platform["label"] == "%s %s" % (reported["distribution"], reported["distribution_version"])
+
+
+def test_a_host_without_an_os_release_is_what_ansible_reports():
+    platform = host_platform(facts("Ubuntu", "22.04", "Debian", "apt"))
+    assert (platform["family"], platform["package_manager"]) == ("Debian", "apt")
+
+
+def test_a_family_the_roles_have_no_settings_for_keeps_what_ansible_reports():
+    platform = host_platform(facts("SLES", "15.5", "Suse", "zypper"), 'ID="sles"\n')
+    assert (platform["family"], platform["package_manager"], platform["vars_files"][-1]) == (
+        "Suse", "zypper", "suse.yml")
+
+
+@pytest.mark.parametrize("role", ["docker_runtime", "host_exporters", "monitoring"])
+def test_every_role_that_installs_packages_has_settings_for_both_families(role):
+    folder = REPO / "roles" / role / "vars"
+    for family in ("debian", "redhat"):
+        settings = yaml.safe_load((folder / ("%s.yml" % family)).read_text())
+        assert settings and all(pathlib.Path(str(key)).name.startswith(role) for key in settings), settings
