@@ -226,6 +226,30 @@ def check_tuning(settings):
             for setting in settings or [] if setting.get("state") in ("differs", "refused")]
 
 
+def check_firewalld(probe):
+    """A failure where firewalld will drop the instances' published ports from every other host: it runs, Docker has
+    no zone of its own (Docker 20.10 and later make one, `docker`, that accepts; openEuler's and Kylin's 18.09 does
+    not), and the traffic Docker forwards from the host's interface to its bridge, which then sits in the default
+    zone, is not intra-zone forwarding of one zone that allows it (firewalld 1.0's `forward`; before 1.0 there is
+    none). probe: the lines of tasks/host.yml's firewalld probe (state, zones, zone, default_zone, forward)."""
+    fields = dict(line.split("=", 1) for line in (probe or "").splitlines() if "=" in line)
+    if fields.get("state", "").strip() != "running" or "docker" in fields.get("zones", "").split():
+        return []
+    zone, default_zone = fields.get("zone", "").strip(), fields.get("default_zone", "").strip()
+    if zone and zone == default_zone and fields.get("forward", "").strip() == "yes":
+        return []
+    found = ("firewalld running, Docker's bridge in no zone of its own, and traffic from zone %s to Docker's bridge "
+             "(default zone %s) %s" % (zone or "?", default_zone or "?", "between two zones, which no policy allows"
+                                      if zone != default_zone else "not forwarded (the zone's forward is %s)"
+                                      % (fields.get("forward", "").strip() or "unknown")))
+    return [finding("firewalld and Docker", found, "the instances' published ports reachable from the gateways",
+                    "let the zone forward to Docker's bridge: firewall-cmd --permanent --zone=trusted "
+                    "--add-interface=docker0 && firewall-cmd --reload, then restart Docker (Docker 20.10 and later, "
+                    "such as docker-ce, do this themselves); on firewalld 1.0 or later with one zone, "
+                    "firewall-cmd --permanent --zone=%s --add-forward && firewall-cmd --reload does too"
+                    % (zone or default_zone or "public"))]
+
+
 def ascend_preflight_python(probe, minimum):
     """The verdict on a host's Python from the raw probe's output (tasks/python.yml), before any module runs there:
     {'ok', 'interpreter', 'version', 'os', 'message'}. Lines of the probe: `os=<ID> <PRETTY_NAME>`, then
@@ -274,6 +298,7 @@ def ascend_preflight_findings(facts, settings):
     # Whether npu-smi answers or not: a container holding a chip is a cause of dcmi errors -8005 and -8020.
     failures.extend(check_containers(facts, containers, label_prefix))
     failures.extend(check_disk(settings.get("disk_checks"), settings.get("mounts")))
+    failures.extend(check_firewalld(settings.get("firewalld")))
     warnings.extend(check_tuning(settings.get("tuning")))
     return {"failures": failures, "warnings": warnings, "excluded_npu_ids": excluded,
             "description": describe(facts, architecture)}

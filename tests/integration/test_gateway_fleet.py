@@ -225,7 +225,13 @@ def test_after_a_firewalld_reload_the_next_run_serves_through_the_gateway_keeps_
     # firewalld's own openings hold: only the monitoring host reaches the exporters.
     assert reaches(gateway, host.address, 9100) and not controller_reaches(host.address, 9100)
 
-    run = fleet.play(preflight=True, hosts=[HOST_A, HOST_B, GATEWAY, KYLIN])
+    try:
+        run = fleet.play(preflight=True, hosts=[HOST_A, HOST_B, GATEWAY, KYLIN])
+    finally:
+        # Prometheus was given the Kylin host's exporters to scrape (a host in the inventory that runs none: they are
+        # down); the shared fleet's Prometheus scrapes its own hosts only.
+        restored = fleet.play("--tags", "monitoring")
+        assert restored.rc == 0, restored.stdout
     assert run.rc == 2 and run.failed_hosts() == [KYLIN], run.stdout
     message = run.results("Refuse a host whose Python no module runs on")[KYLIN]["msg"]
     assert message.startswith("%s: Python: found /usr/bin/python3 is Python 3.7.9 on Kylin Linux Advanced Server "
@@ -243,6 +249,26 @@ def test_after_a_firewalld_reload_the_next_run_serves_through_the_gateway_keeps_
     for port in (INSTANCE_PORT, 9100, 8082):
         assert not controller_reaches(host.address, port), port
     assert "ASCEND-FLEET" in host.exec("iptables", "-S", "DOCKER-USER").stdout
+
+
+def test_a_firewalld_that_drops_the_published_ports_fails_preflight_with_the_fix(fleet):
+    """firewalld before 1.0, or a zone whose forwarding is off, drops what Docker 18.09 publishes (it makes no zone of
+    its own): the instance is out of the gateway's reach, and preflight says so. The runtime setting only: a reload
+    would remove Docker's rules as well."""
+    host, gateway = fleet[HOST_B], fleet[GATEWAY]
+    host.exec("firewall-cmd", "--zone=public", "--remove-forward")
+    try:
+        assert not reaches(gateway, host.address, INSTANCE_PORT)
+        run = fleet.play("--tags", "preflight", "--limit", HOST_B, preflight=True)
+        assert run.rc == 2 and run.failed_hosts() == [HOST_B], run.stdout
+        message = "\n".join(run.results("Pass only hosts that can serve")[HOST_B]["msg"])
+        assert ("firewalld and Docker: found firewalld running, Docker's bridge in no zone of its own, and traffic "
+                "from zone public to Docker's bridge (default zone public) not forwarded (the zone's forward is no)"
+                in message), message
+        assert "firewall-cmd --permanent --zone=public --add-forward" in message
+    finally:
+        host.exec("firewall-cmd", "--zone=public", "--add-forward")
+    assert reaches(gateway, host.address, INSTANCE_PORT)
 
 
 def test_a_sick_chip_a_killed_instance_and_a_dead_engine_fire_their_alerts_and_resolve(fleet):
