@@ -361,6 +361,14 @@ class Twin:
     def rpm_host_image(self):
         """The RPM hosts' image (this machine's architecture), built unless it is of the sources as they are, and
         its packages in the repository at every RPM distribution's path. What a fleet with such a host asks for."""
+        if not self.rpm_repository().exists():
+            # Its packages are made with the root: a root kept without them (a cache emptied by hand) is made again.
+            with self.build_lock():
+                if not self.rpm_repository().exists():
+                    stale = self.cache / ("rootfs-rpmhost-%s.tar" % self.root_tag("rpmhost"))
+                    if stale.exists():
+                        stale.unlink()
+                    self.rootfs_tarball("rpmhost")
         self.base_image("rpmhost")
         with self.build_lock():
             state = self.load_state()
@@ -427,7 +435,7 @@ class Twin:
                             for name in ROOTS[kind] if name not in ROOTS[base]]
                 apt_install(target, packages, native if emulated else None)
                 if kind == "rpmhost":
-                    self._make_rpm_root(target)
+                    self._make_rpm_root(target, architecture)
             else:
                 run("debootstrap", "--arch=" + ARCHITECTURES[architecture], "--variant=minbase",
                     "--include=" + ",".join(ROOTS[kind]), SUITE, str(target), mirror)
@@ -436,25 +444,25 @@ class Twin:
             run("tar", "-C", str(target), "--numeric-owner", "-cf", str(partial), ".")
             os.replace(partial, tarball)
 
-    def rpm_repository(self):
-        """The folder of the RPM host root's packages and repodata, made with that root."""
-        return self.cache / ("rpm-repo-%s" % self.root_tag("rpmhost"))
+    def rpm_repository(self, architecture=NATIVE):
+        """The folder of the RPM host root's packages and repodata, made with that root (one per architecture)."""
+        return self.cache / ("rpm-repo-%s" % self.root_tag("rpmhost", architecture))
 
-    def _make_rpm_root(self, target):
+    def _make_rpm_root(self, target, architecture):
         """An RPM host's root from a host root (rpm_packages.py, run inside it), its repository kept beside it."""
         scripts = target / "tmp" / "twin-rpm-scripts"
         scripts.mkdir(parents=True)
         for script in ROOT_SCRIPTS["rpmhost"]:
             shutil.copy(script, scripts / script.name)
         # Folders every root has (the python root's) are no package's own: the RPMs list only their own folders.
-        listing = run("tar", "-tf", str(self.rootfs_tarball("python"))).stdout.splitlines()
+        listing = run("tar", "-tf", str(self.rootfs_tarball("python", architecture))).stdout.splitlines()
         (scripts / "base-dirs").write_text("\n".join(sorted("/" + line.strip("./").rstrip("/") for line in listing
                                                              if line.endswith("/"))) + "\n")
         run("chroot", str(target), "sh", "/tmp/twin-rpm-scripts/fix-init-scripts")
         run("chroot", str(target), "python3", "/tmp/twin-rpm-scripts/rpm_packages.py",
             "/tmp/twin-rpm-scripts/base-dirs")
         shutil.rmtree(scripts)
-        repository = self.rpm_repository()
+        repository = self.rpm_repository(architecture)
         shutil.rmtree(repository, ignore_errors=True)
         shutil.move(str(target / "srv" / "twin-rpm-repo"), str(repository))
 
@@ -656,9 +664,11 @@ class Twin:
 
     def base_images(self, architecture):
         """The Debian roots of an architecture and the base images made from them: the longest part of a first
-        build (minutes, emulated), which needs neither the registry nor the build lock (the cache has its own)."""
+        build (minutes, emulated), which needs neither the registry nor the build lock (the cache has its own). The
+        RPM hosts' root is this machine's architecture's only (rpm_host_image)."""
         for kind in ROOTS:
-            self.base_image(kind, architecture)
+            if kind != "rpmhost":
+                self.base_image(kind, architecture)
 
     @contextlib.contextmanager
     def build_lock(self):
