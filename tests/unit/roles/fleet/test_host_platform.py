@@ -49,7 +49,7 @@ def test_a_family_the_roles_have_no_settings_for_keeps_what_ansible_reports():
         "Suse", "zypper", "suse.yml")
 
 
-@pytest.mark.parametrize("role", ["docker_runtime", "host_exporters", "monitoring"])
+@pytest.mark.parametrize("role", ["ascend_driver", "docker_runtime", "host_exporters", "monitoring"])
 def test_every_role_that_installs_packages_has_settings_for_both_families(role):
     folder = REPO / "roles" / role / "vars"
     for family in ("debian", "redhat"):
