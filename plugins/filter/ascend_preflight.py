@@ -227,27 +227,33 @@ def check_tuning(settings):
 
 
 def check_firewalld(probe):
-    """A failure where firewalld will drop the instances' published ports from every other host: it runs, Docker has
-    no zone of its own (Docker 20.10 and later make one, `docker`, that accepts; openEuler's and Kylin's 18.09 does
-    not), and the traffic Docker forwards from the host's interface to its bridge, which then sits in the default
-    zone, is not intra-zone forwarding of one zone that allows it (firewalld 1.0's `forward`; before 1.0 there is
-    none). probe: the lines of tasks/host.yml's firewalld probe (state, zones, zone, default_zone, forward)."""
+    """A failure where firewalld will drop the ports Docker publishes (the instances) from every other host. Docker
+    publishes by DNAT in its own iptables rules; firewalld 0.7 and later accept DNAT'd traffic before their zones
+    (`ct status dnat accept`), earlier ones reject it where Docker's bridge is in no zone that accepts it
+    (moby/libnetwork#2496), and firewalld 2.3's StrictForwardPorts=yes accepts only the port forwards it made
+    itself. Docker 20.10 and later put their bridge into a zone of their own, `docker`; openEuler's and Kylin's
+    docker-engine 18.09 does not. probe: the lines of tasks/host.yml's firewalld probe (state, version, zones,
+    strict)."""
     fields = dict(line.split("=", 1) for line in (probe or "").splitlines() if "=" in line)
-    if fields.get("state", "").strip() != "running" or "docker" in fields.get("zones", "").split():
+    if fields.get("state", "").strip() != "running":
         return []
-    zone, default_zone = fields.get("zone", "").strip(), fields.get("default_zone", "").strip()
-    if zone and zone == default_zone and fields.get("forward", "").strip() == "yes":
+    version = fields.get("version", "").strip()
+    strict = fields.get("strict", "").strip().lower() in ("yes", "true")
+    old = bool(version) and version_key(version) < version_key("0.7")
+    if strict:
+        found = "firewalld %s with StrictForwardPorts=yes, which accepts no port Docker publishes" % version
+        fix = ("set StrictForwardPorts=no in /etc/firewalld/firewalld.conf and restart firewalld, then Docker; or "
+               "forward each instance's port in firewalld yourself (firewall-cmd --permanent --add-forward-port)")
+    elif old and "docker" not in fields.get("zones", "").split():
+        found = ("firewalld %s, which rejects what Docker publishes to a bridge in no zone, and Docker's bridge in "
+                 "none" % version)
+        fix = ("put Docker's bridge in a zone that accepts: firewall-cmd --permanent --zone=trusted "
+               "--add-interface=docker0 && firewall-cmd --reload, then restart Docker; or firewalld 0.7 or later, or "
+               "Docker 20.10 or later (docker-ce), which makes its own zone")
+    else:
         return []
-    found = ("firewalld running, Docker's bridge in no zone of its own, and traffic from zone %s to Docker's bridge "
-             "(default zone %s) %s" % (zone or "?", default_zone or "?", "between two zones, which no policy allows"
-                                      if zone != default_zone else "not forwarded (the zone's forward is %s)"
-                                      % (fields.get("forward", "").strip() or "unknown")))
     return [finding("firewalld and Docker", found, "the instances' published ports reachable from the gateways",
-                    "let the zone forward to Docker's bridge: firewall-cmd --permanent --zone=trusted "
-                    "--add-interface=docker0 && firewall-cmd --reload, then restart Docker (Docker 20.10 and later, "
-                    "such as docker-ce, do this themselves); on firewalld 1.0 or later with one zone, "
-                    "firewall-cmd --permanent --zone=%s --add-forward && firewall-cmd --reload does too"
-                    % (zone or default_zone or "public"))]
+                    fix)]
 
 
 def ascend_preflight_python(probe, minimum):

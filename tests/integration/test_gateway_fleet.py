@@ -257,26 +257,6 @@ def test_after_a_firewalld_reload_the_next_run_serves_through_the_gateway_keeps_
     assert "ASCEND-FLEET" in host.exec("iptables", "-S", "DOCKER-USER").stdout
 
 
-def test_a_firewalld_that_drops_the_published_ports_fails_preflight_with_the_fix(fleet):
-    """firewalld before 1.0, or a zone whose forwarding is off, drops what Docker 18.09 publishes (it makes no zone of
-    its own): the instance is out of the gateway's reach, and preflight says so. The runtime setting only: a reload
-    would remove Docker's rules as well."""
-    host, gateway = fleet[HOST_B], fleet[GATEWAY]
-    host.exec("firewall-cmd", "--zone=public", "--remove-forward")
-    try:
-        assert not reaches(gateway, host.address, INSTANCE_PORT)
-        run = fleet.play("--tags", "preflight", "--limit", HOST_B, preflight=True)
-        assert run.rc == 2 and run.failed_hosts() == [HOST_B], run.stdout
-        message = "\n".join(run.results("Pass only hosts that can serve")[HOST_B]["msg"])
-        assert ("firewalld and Docker: found firewalld running, Docker's bridge in no zone of its own, and traffic "
-                "from zone public to Docker's bridge (default zone public) not forwarded (the zone's forward is no)"
-                in message), message
-        assert "firewall-cmd --permanent --zone=public --add-forward" in message
-    finally:
-        host.exec("firewall-cmd", "--zone=public", "--add-forward")
-    assert reaches(gateway, host.address, INSTANCE_PORT)
-
-
 def test_a_sick_chip_a_killed_instance_and_a_dead_engine_fire_their_alerts_and_resolve(fleet):
     """Each fault fires its alert within two scrape-and-evaluation intervals of being seen (the chip's, of its
     npu-smi reading) and resolves once mended. The instances are kept down for the test (no restart): Docker

@@ -4,32 +4,36 @@ import pytest
 
 from ansible_collections.ascend.fleet.plugins.filter.ascend_preflight import check_firewalld
 
+ZONES = "block dmz drop external home internal public trusted work"
 
-def probe(state="running", zones="block dmz drop external home internal public trusted work", zone="public",
-          default_zone="public", forward="yes"):
-    return "state=%s\nzones=%s\nzone=%s\ndefault_zone=%s\nforward=%s\n" % (state, zones, zone, default_zone, forward)
+
+def probe(state="running", version="1.0.2", zones=ZONES, strict=""):
+    return "state=%s\nversion=%s\nzones=%s\nstrict=%s\n" % (state, version, zones, strict)
 
 
 @pytest.mark.parametrize("text", [
     "",  # no firewalld installed: the probe prints nothing
-    probe(state="not running"),
-    # openEuler 22.03's firewalld 1.0 with one zone that forwards within itself: Docker's bridge is in it too.
+    probe(state="not running", version="0.6.3"),
+    # openEuler 22.03's firewalld 1.0 (and any since 0.7) accepts what Docker DNATs before its zones.
     probe(),
+    probe(version="0.7.2"),
+    probe(version="2.3.1", strict="no"),
     # Docker 20.10 or later made its own zone, which accepts.
-    probe(zones="block docker drop public trusted", forward="no"),
+    probe(version="0.6.5", zones="block docker drop public trusted"),
 ])
 def test_a_firewalld_that_lets_published_ports_through_is_no_finding(text):
     assert check_firewalld(text) == []
 
 
-@pytest.mark.parametrize("text,found", [
-    # firewalld before 1.0 has no --query-forward: no intra-zone forwarding.
-    (probe(forward="usage: see firewall-cmd man page"), "not forwarded (the zone's forward is usage:"),
-    (probe(forward="no"), "not forwarded (the zone's forward is no)"),
-    (probe(zone="internal"), "traffic from zone internal to Docker's bridge (default zone public) between two zones"),
+@pytest.mark.parametrize("text,found,fix", [
+    (probe(version="0.6.5"), "firewalld 0.6.5, which rejects what Docker publishes to a bridge in no zone",
+     "--zone=trusted --add-interface=docker0"),
+    (probe(version="2.3.1", strict="yes"), "firewalld 2.3.1 with StrictForwardPorts=yes",
+     "set StrictForwardPorts=no in /etc/firewalld/firewalld.conf"),
+    (probe(version="2.3.1", strict="yes", zones=ZONES + " docker"), "with StrictForwardPorts=yes", "restart firewalld"),
 ])
-def test_a_firewalld_that_drops_published_ports_fails_with_the_fix(text, found):
+def test_a_firewalld_that_drops_published_ports_fails_with_the_fix(text, found, fix):
     (failure,) = check_firewalld(text)
     assert failure["check"] == "firewalld and Docker" and found in failure["found"], failure
     assert failure["required"] == "the instances' published ports reachable from the gateways"
-    assert "--zone=trusted --add-interface=docker0" in failure["fix"] and "restart Docker" in failure["fix"]
+    assert fix in failure["fix"] and "Docker" in failure["fix"]
