@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import re
+import shlex
 import socket
 import threading
 import time
@@ -195,8 +196,9 @@ def test_the_rpm_hosts_installed_with_dnf_from_their_repository_and_firewalld_op
     assert sorted(rules) == ['rule family="ipv4" source address="%s" port port="%d" protocol="tcp" accept' % (
         fleet[GATEWAY].address, port) for port in (8082, 9100)], rules
     # A package the repositories do not have: the host, the package, the distribution, dnf's words and the fix.
-    run = fleet.play("--tags", "monitoring", "--limit", GATEWAY, "-e", '{"monitoring_packages": ["prometheus3"]}')
-    assert run.rc == 2 and run.changed() == 0, run.stdout
+    run = fleet.play("--tags", "monitoring", "--limit", GATEWAY, "-e",
+                     shlex.quote(json.dumps({"monitoring_packages": ["prometheus3"]})))
+    assert run.rc == 2 and run.failed_hosts() == [GATEWAY] and run.changed() == 0, run.stdout
     message = run.results("Fail when the packages could not be installed")[GATEWAY]["msg"]
     assert message.startswith("%s (Uos 20): found prometheus3 not installable with dnf: " % GATEWAY), message
     assert "No package prometheus3 available" in message and "Fix: mirror the prometheus-rpm repository" in message
