@@ -25,7 +25,7 @@ PYTHON_FIXES = {
     "kylin": "Kylin V10's python3 is 3.7: upgrade the host to a Kylin release whose python3 is 3.8 or later",
     "openEuler": "openEuler 20.03 LTS's python3 is 3.7: upgrade the host to openEuler 22.03 LTS (python3 3.9)",
 }
-PYTHON_FIX_ANY = ("make the host's python3 3.8 or later (its distribution's newer release)")
+PYTHON_FIX_ANY = "make the host's python3 3.8 or later (its distribution's newer release)"
 # Why a Python installed beside the system's does not do: the package tasks run the distribution's dnf or apt
 # bindings, which exist for the system's python3 only.
 PYTHON_FIX_BESIDE = ("; a Python 3.8+ installed beside it and named by ansible_python_interpreter runs the modules "
@@ -232,19 +232,21 @@ def check_firewalld(probe):
     (`ct status dnat accept`), earlier ones reject it where Docker's bridge is in no zone that accepts it
     (moby/libnetwork#2496), and firewalld 2.3's StrictForwardPorts=yes accepts only the port forwards it made
     itself. Docker 20.10 and later put their bridge into a zone of their own, `docker`; openEuler's and Kylin's
-    docker-engine 18.09 does not. probe: the lines of tasks/host.yml's firewalld probe (state, version, zones,
-    strict)."""
+    docker-engine 18.09 does not; an operator may have put it into one that accepts (`trusted`). probe: the lines of
+    tasks/host.yml's firewalld probe (state, version, zones, bridge_target: the target of docker0's zone, strict)."""
     fields = dict(line.split("=", 1) for line in (probe or "").splitlines() if "=" in line)
     if fields.get("state", "").strip() != "running":
         return []
     version = fields.get("version", "").strip()
     strict = fields.get("strict", "").strip().lower() in ("yes", "true")
     old = bool(version) and version_key(version) < version_key("0.7")
+    bridge_accepted = ("docker" in fields.get("zones", "").split()
+                       or fields.get("bridge_target", "").strip() == "ACCEPT")
     if strict:
         found = "firewalld %s with StrictForwardPorts=yes, which accepts no port Docker publishes" % version
         fix = ("set StrictForwardPorts=no in /etc/firewalld/firewalld.conf and restart firewalld, then Docker; or "
                "forward each instance's port in firewalld yourself (firewall-cmd --permanent --add-forward-port)")
-    elif old and "docker" not in fields.get("zones", "").split():
+    elif old and not bridge_accepted:
         found = ("firewalld %s, which rejects what Docker publishes to a bridge in no zone, and Docker's bridge in "
                  "none" % version)
         fix = ("put Docker's bridge in a zone that accepts: firewall-cmd --permanent --zone=trusted "

@@ -40,9 +40,13 @@ def host_platform(facts, os_release=""):
     reported = facts.get("os_family", "")
     family = "RedHat" if RPM_PLATFORM_ID.search(os_release or "") else reported
     managers = PACKAGE_MANAGERS.get(family, ())
-    package_manager = facts.get("pkg_mgr") if facts.get("pkg_mgr") in managers and family == reported else (
-        managers[0] if managers else facts.get("pkg_mgr", "unknown"))
+    if family == reported and (facts.get("pkg_mgr") in managers or not managers):
+        package_manager = facts.get("pkg_mgr", "unknown")
+    else:
+        package_manager = managers[0]  # what ansible-core reported is the other family's
     distribution, version = facts.get("distribution", ""), facts.get("distribution_version", "")
+    names = [vars_file_name("%s-%s" % (distribution, version)), vars_file_name(distribution),
+             vars_file_name(family)]
     return {
         "family": family,
         "reported_family": reported,
@@ -50,9 +54,13 @@ def host_platform(facts, os_release=""):
         "distribution": distribution,
         "version": version,
         "label": " ".join(part for part in (distribution, version) if part),
-        "vars_files": ["%s-%s.yml" % (distribution.lower(), version), "%s.yml" % distribution.lower(),
-                       "%s.yml" % family.lower()],
+        "vars_files": [name for index, name in enumerate(names) if name not in names[:index]],
     }
+
+
+def vars_file_name(name):
+    """A vars file's name for a distribution, version or family: lower case, words joined by `_`."""
+    return "%s.yml" % re.sub(r"[^a-z0-9.-]+", "_", name.lower()).strip("_")
 
 
 class FilterModule:

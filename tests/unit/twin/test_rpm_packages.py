@@ -45,7 +45,9 @@ def test_the_spec_makes_the_owners_first_keeps_config_and_lists_only_its_own_fol
                                  '"/usr/sbin/haproxy-link"']
 
 
-def test_every_package_the_roles_install_on_an_rpm_host_is_made():
+def test_every_package_a_deploy_installs_on_an_rpm_host_is_made():
+    """What site.yml installs (ascend_driver's build dependencies, of the driver playbook, come from the distribution's
+    own repository, which the twin's does not stand for: its driver tests run on Debian hosts)."""
     wanted = set()
     for role, key in (("docker_runtime", "docker_runtime_distribution_packages"),
                       ("host_exporters", "host_exporters_node_distribution"),

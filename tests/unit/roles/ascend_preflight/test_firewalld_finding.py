@@ -20,6 +20,8 @@ def probe(state="running", version="1.0.2", zones=ZONES, strict=""):
     probe(version="2.3.1", strict="no"),
     # Docker 20.10 or later made its own zone, which accepts.
     probe(version="0.6.5", zones="block docker drop public trusted"),
+    # The finding's own fix: Docker's bridge in the trusted zone.
+    probe(version="0.6.5") + "bridge_target=ACCEPT\n",
 ])
 def test_a_firewalld_that_lets_published_ports_through_is_no_finding(text):
     assert check_firewalld(text) == []
@@ -28,6 +30,7 @@ def test_a_firewalld_that_lets_published_ports_through_is_no_finding(text):
 @pytest.mark.parametrize("text,found,fix", [
     (probe(version="0.6.5"), "firewalld 0.6.5, which rejects what Docker publishes to a bridge in no zone",
      "--zone=trusted --add-interface=docker0"),
+    (probe(version="0.6.5") + "bridge_target=default\n", "firewalld 0.6.5", "--zone=trusted"),
     (probe(version="2.3.1", strict="yes"), "firewalld 2.3.1 with StrictForwardPorts=yes",
      "set StrictForwardPorts=no in /etc/firewalld/firewalld.conf"),
     (probe(version="2.3.1", strict="yes", zones=ZONES + " docker"), "with StrictForwardPorts=yes", "restart firewalld"),
