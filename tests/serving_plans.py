@@ -20,7 +20,7 @@ def host(npu_ids=(1, 2, 4, 5), chips_per_card=2, unhealthy=(), missing_managers=
 
 PLAN_SETTINGS = {"host": "npu-node-01", "layout": "single", "container_name": "vllm-ascend", "port": "8000",
                  "tensor_parallel_size": "2", "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p",
-                 "served_name": "Qwen3-VL-8B-Instruct", "cpu_binding": "cpuset"}
+                 "served_name": "Qwen3-VL-8B-Instruct", "cpu_binding": "cpuset", "env": {}, "env_unsupported": {}}
 
 
 def plan(ascend, layout="single", name="vllm-ascend", port=8000, tensor_parallel_size=2, cpu_binding="cpuset"):

@@ -1,7 +1,10 @@
-"""Filters of the fleet's rollout settings and of the hosts' operating systems."""
+"""Filters of the fleet's rollout settings, of the hosts' operating systems and of the image's release."""
+import os
 import re
 
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.ascend.fleet.plugins.plugin_utils import vllm_releases
 
 # UOS Server's openEuler (E) and Anolis (A) editions: ansible-core reports them as the Debian family, from the "uos"
 # of their os-release (fixed only after the pinned release, ansible/ansible#86959). Their os-release's PLATFORM_ID
@@ -63,6 +66,22 @@ def vars_file_name(name):
     return "%s.yml" % re.sub(r"[^a-z0-9.-]+", "_", name.lower()).strip("_")
 
 
+# The table as last read, by the file's modification time: a play evaluates the release of every host many times.
+_TABLE = {}
+
+
+def vllm_release(image, release_as="", accepted_defects=(), driver_version=""):
+    """What the release table says of an image (plugin_utils/vllm_releases.release_for); a table or a setting that
+    cannot be read fails, naming it."""
+    try:
+        stamp = os.stat(vllm_releases.TABLE).st_mtime_ns
+        if _TABLE.get("stamp") != stamp:
+            _TABLE.update(stamp=stamp, table=vllm_releases.load())
+        return vllm_releases.release_for(image, _TABLE["table"], release_as, accepted_defects or (), driver_version)
+    except (OSError, vllm_releases.ReleaseTableError) as error:
+        raise AnsibleFilterError(str(error)) from None
+
+
 class FilterModule:
     def filters(self):
-        return {"first_batch": first_batch, "host_platform": host_platform}
+        return {"first_batch": first_batch, "host_platform": host_platform, "vllm_release": vllm_release}

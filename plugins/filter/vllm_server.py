@@ -44,6 +44,17 @@ def _check_names(settings):
                                      % (variable, json.dumps(value), expected, variable))
 
 
+def _check_env(settings):
+    """Refuse an environment variable the image's release must not get on 310P (the release table says why)."""
+    unsupported = sorted(set(settings["env"]) & set(settings["env_unsupported"]))
+    if unsupported:
+        raise AnsibleFilterError("vllm_server_env or vllm_server_extra_env sets %s, which %s must not get on 310P: %s. "
+                                 "Fix: remove %s from both" % (
+                                     ", ".join(unsupported), settings["image"],
+                                     "; ".join("%s: %s" % (name, settings["env_unsupported"][name].strip())
+                                               for name in unsupported), ", ".join(unsupported)))
+
+
 def _usable_chips(ascend):
     """Chips of the healthy cards: a card with a chip not OK or a chip fault cannot hold a model shard."""
     excluded = set(ascend["unhealthy_npu_ids"])
@@ -98,9 +109,11 @@ def cpu_list(cpus):
 def vllm_server_plan(ascend, settings):
     """The serving plan of one host, as recorded in its plan file: what each instance maps and serves.
 
-    settings: host, layout, container_name, port, tensor_parallel_size, image, served_name, cpu_binding.
+    settings: host, layout, container_name, port, tensor_parallel_size, image, served_name, cpu_binding, and the
+    containers' env with the names the image's release must not get (env_unsupported, from the release table).
     """
     _check_names(settings)
+    _check_env(settings)
     if ascend.get("missing_manager_devices"):
         raise AnsibleFilterError("%s missing on %s: every vLLM container needs them. Fix: reinstall the Ascend "
                                  "driver (it creates them) and reboot" % (
@@ -180,7 +193,7 @@ def vllm_server_docker_run(instance, plan, settings):
         lines.append(["--log-driver", settings["log_driver"]])
         for key, value in sorted(settings["log_options"].items()):
             lines.append(["--log-opt", "%s=%s" % (key, value)])
-    env = dict(vllm_server_env(settings), **settings["env"])
+    env = dict(vllm_server_env(settings), **settings["env"])  # the release's, then the operator's
     if settings["jemalloc_path"]:
         # The image sets LD_PRELOAD only in ~/.bashrc, which the container's non-interactive command never reads.
         env["LD_PRELOAD"] = settings["jemalloc_path"]
@@ -246,6 +259,9 @@ def vllm_serve_lines(plan, settings, cpu_binding_off):
              ["--tensor-parallel-size", str(settings["tensor_parallel_size"])]]
     if settings["enforce_eager"]:
         lines.append(["--enforce-eager"])
+    elif settings["compilation_config"]:
+        # Graph mode as the image's release runs it on 310P (the release table's compilation_config).
+        lines.append(["--compilation-config", json.dumps(settings["compilation_config"], sort_keys=True)])
     lines.append(["--dtype", settings["dtype"]])
     if settings["container_port"] != 8000:
         lines.append(["--port", str(settings["container_port"])])

@@ -6,31 +6,47 @@ arguments an operator may add through vllm_server_extra_args.
 """
 import json
 import pathlib
+import re
 
 import yaml
 
 from ansible_collections.ascend.fleet.plugins.filter import vllm_server
+from ansible_collections.ascend.fleet.plugins.plugin_utils import vllm_releases
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 DEFAULTS = REPO / "roles" / "vllm_server" / "defaults" / "main.yml"
 EXAMPLE_MODEL_DIR = "/data/models/Qwen3-VL-8B-Instruct"
+# The fleet role's default image (fleet_image_version v0.18.0rc1).
+DEFAULT_IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"
 # Flags an operator tunes a 310P server with (batch size, token budget, one image per prompt, request logs).
 EXTRA_ARGS = [["--max-num-seqs", "64"], ["--max-num-batched-tokens", "4096"],
               ["--limit-mm-per-prompt", json.dumps({"image": 1})], ["--enable-log-requests"], ["--seed", "0"]]
 
 
-def role_defaults():
+# A default the image's release decides: "{{ fleet_release.server.<name> }}".
+RELEASE_DEFAULT = re.compile(r"^\{\{ fleet_release\.server\.(\w+) \}\}$")
+
+
+def role_defaults(release=None):
+    """The role's defaults by name without the prefix; those of the image's release taken from `release` (the
+    release table's entry as vllm_releases.release_for gives it; default: the fleet's default image's)."""
+    release = release or vllm_releases.release_for(DEFAULT_IMAGE, vllm_releases.load())
     values = yaml.safe_load(DEFAULTS.read_text(encoding="utf-8"))
-    return {name[len("vllm_server_"):]: value for name, value in values.items() if name.startswith("vllm_server_")}
+    found = {}
+    for name, value in values.items():
+        if name.startswith("vllm_server_"):
+            from_release = RELEASE_DEFAULT.match(value) if isinstance(value, str) else None
+            found[name[len("vllm_server_"):]] = release["server"][from_release.group(1)] if from_release else value
+    return found
 
 
-def serve_args(layout="single", cpu_binding_off=False, **overrides):
+def serve_args(layout="single", cpu_binding_off=False, release=None, **overrides):
     """One rendered `vllm serve` command as argv after `vllm` (["serve", model, flags...])."""
-    defaults = role_defaults()
+    defaults = role_defaults(release)
     settings = {name: defaults[name] for name in ("gpu_memory_utilization", "max_model_len", "tensor_parallel_size",
-                                                  "enforce_eager", "dtype", "container_port", "max_pixels",
-                                                  "min_pixels", "extra_args")}
+                                                  "enforce_eager", "compilation_config", "dtype", "container_port",
+                                                  "max_pixels", "min_pixels", "extra_args")}
     settings["model_container_dir"] = EXAMPLE_MODEL_DIR
     settings.update(overrides)
     plan = {"served_name": defaults["served_name"], "layout": layout}
