@@ -26,6 +26,9 @@ description:
     questions about pictures it draws (how many squares, what colour), each with one right answer, judged
     leniently (English or Chinese, digits or words); the rules are those of C(module_utils/answer_check.py).
     A failed check quotes each question, what was expected and what came back.
+  - A failure with a container names the causes the doctor's log rules (C(module_utils/diagnosis.py)) find in
+    its log, such as the aicpu IndexPut crash (error 507018) that kills the engine of a release the release table
+    marks for it, before the log's tail.
   - Only reads. Options it cannot use (an empty model name, a size it cannot make, a container name docker
     would read as an option) fail before any request; answers no vLLM server gives are named in the failure.
 version_added: "1.0.0"
@@ -207,6 +210,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import (
     quote,
 )
 from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline, DeadlinePassed
+from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import log_causes
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
     Client,
@@ -438,6 +442,9 @@ def probe(client, params, size):
             if params["container"] else ""
         where = params["container"] or params["base_url"]
         message = "%s: %s" % (where, error)
+        causes = log_causes(logs.splitlines())
+        if causes:
+            message += "\nCause, from the log: %s" % "; ".join(causes)
         if logs:
             message += "\n--- last %d lines of docker logs %s ---\n%s" % (params["log_lines"], where, logs)
         raise ProbeFailed(message, logs=logs, **result) from None

@@ -79,7 +79,10 @@ RULES = (
          "reboot the host (playbooks/driver.yml does, and only that)", ()),
     Rule("foreign_holder", "host", check("foreign_holder"),
          "a container this collection did not deploy maps the chips: a chip opens in one container only",
-         "stop that container (docker stop <name>), then deploy again", ("chip_busy",)),
+         "stop that container (docker stop <name>), then deploy again",
+         # What follows from it whatever the log shows now: an instance that restarted just now has not yet
+         # logged the busy chips again, and does not serve.
+         ("chip_busy", "restarts", "not_serving", "instance_stopped")),
     Rule("disk_filling", "host", check("disk_filling"),
          "a disk of the model, cache, Docker or log paths is nearly full",
          "free space there (old images: docker image prune; logs), or move the path; doctor_disk_full_share sets "
@@ -90,9 +93,11 @@ RULES = (
     Rule("instance_stopped", "instance", check("instance_stopped"),
          "the instance's container is not running",
          "read the log excerpt for why it stopped; docker start <name>, or deploy again", ()),
-    # The aicpu IndexPut fault of large images on 310P (vllm-ascend #10720, #12086, #13050).
+    # The aicpu IndexPut fault of large images on 310P (vllm-ascend #10720, #12086, #13050), which kills every
+    # image request on the releases the release table marks for it. Its wording differs by release: "error code is
+    # 507018" (#10720), "error code:507018" (#4419).
     Rule("large_image_crash", "instance",
-         log(r"error code is 507018|result = 507018|kernelName=IndexPut|reason=aicpu exception"),
+         log(r"error code(?: is |:) ?507018|result = 507018|kernelName=IndexPut|reason=aicpu exception"),
          "a large image crashed the 310P engine (aicpu IndexPut, error 507018); Docker restarts it and it reloads",
          "keep vllm_server_max_pixels (default 1310720) or lower it, and deploy again; a hand-made "
          "--mm-processor-kwargs needs min_pixels beside max_pixels",
@@ -340,6 +345,14 @@ def instance_findings(evidence, instance, settings, host_explained):
         kept.append(dict(finding(UNKNOWN, instance["name"], signs, note if history else None),
                          excerpt=[clip(line) for line in signs[-EXCERPT_LINES:]]))
     return kept
+
+
+def log_causes(lines):
+    """The causes the log rules find in a container's log lines, but those another found cause explains, each as
+    `<rule>: <cause>`: what a failed readiness check names before its log excerpt (vllm_probe)."""
+    found = [rule for rule in RULES if rule.sign[0] == "log" and matching(rule.sign[1], lines)]
+    explained = set().union(*[rule.explains for rule in found])
+    return ["%s: %s" % (rule.name, rule.cause) for rule in found if rule.name not in explained]
 
 
 def diagnose(evidence, settings):

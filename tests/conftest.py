@@ -82,22 +82,22 @@ def running_test_is_marked_docker():
     return _RUNNING["docker"]
 
 
-# Modules whose fleet has an aarch64 (Kunpeng) host: they need the twin's aarch64 images, which `scripts/dev test`
-# builds while the shared fleets' modules run (tests/twin/lifecycle.py, `build`), and go right after those: long
-# scopes (emulated hosts are slower), kept from the end of the run.
-EMULATED_MODULES = ("tests/integration/test_driver_fleet.py",)
+# The longest scopes, longest first (as measured by a CI run's durations: the pair's modules about 15 minutes, the
+# gateway fleet's 13, the driver fleet's 8, the single host's 6). The driver fleet has an aarch64 (Kunpeng) host: it
+# needs the twin's aarch64 images, which `scripts/dev test` builds while the first scopes run (tests/twin/
+# lifecycle.py, `build`); its fleet waits for the build if need be.
+LONGEST_SCOPES = ("pair", "tests/integration/test_gateway_fleet.py", "single", "tests/integration/test_driver_fleet.py")
 
 
 def run_order(module):
-    """The longest scopes first, so that no worker is left with one at the end: the shared fleets' modules, the
-    modules with an aarch64 host, then the other modules with a twin fleet of their own, then the tests without one
-    (tests/local, tests/unit), small scopes that fill in wherever a worker is free. The sort is stable: tests keep
-    their order within a module."""
-    if module in FLEET_OF_MODULE:
-        return 0
-    if module in EMULATED_MODULES:
-        return 1
-    return 2 if module.startswith("tests/integration/") else 3
+    """The longest scopes first, each worker taking the next as it is free, so that no worker is left with a long
+    one at the end; then the other modules with a twin fleet of their own, then the tests without one (tests/local,
+    tests/unit), small scopes that fill in wherever a worker is free. The sort is stable: tests keep their order
+    within a module."""
+    scope = FLEET_OF_MODULE.get(module, module)
+    if scope in LONGEST_SCOPES:
+        return LONGEST_SCOPES.index(scope)
+    return len(LONGEST_SCOPES) + (0 if module.startswith("tests/integration/") else 1)
 
 
 def read_fixture(name):

@@ -269,8 +269,12 @@ def vllm_serve_lines(plan, settings, cpu_binding_off):
         # A pair: vLLM 0.18's image processor (transformers 4.57) ignores max_pixels without min_pixels.
         lines.append(["--mm-processor-kwargs", json.dumps({"min_pixels": int(settings["min_pixels"]),
                                                            "max_pixels": int(settings["max_pixels"])})])
+    # vLLM keeps the last --additional-config only: the release's keys and the role's go in one.
+    additional_config = dict(settings["additional_config"])
     if cpu_binding_off:
-        lines.append(["--additional-config", json.dumps({"enable_cpu_binding": False})])
+        additional_config["enable_cpu_binding"] = False
+    if additional_config:
+        lines.append(["--additional-config", json.dumps(additional_config, sort_keys=True)])
     if settings["extra_args"]:
         lines.append([str(arg) for arg in settings["extra_args"]])
     return lines

@@ -26,7 +26,8 @@ MODES = ("eager", "graph")
 # `above_pixels`. Either breaks a vision-language model, the one this collection serves.
 KILLS = ("image_requests", "large_image_requests")
 FIELDS = {"released": str, "vllm": str, "cann": str, "driver_min": str, "python": str, "mode": str,
-          "compilation_config": dict, "dtype": str, "shm_size": str, "env": dict, "env_unsupported": dict,
+          "compilation_config": dict, "additional_config": dict,
+          "dtype": str, "shm_size": str, "env": dict, "env_unsupported": dict,
           "defects": list, "sources": list}
 DEFECT_FIELDS = {"issue": str, "summary": str, "kills": str, "fixed_in": (str, type(None)), "log": list}
 
@@ -113,7 +114,8 @@ def release_for(image, table, release_as="", accepted_defects=(), driver_version
                  variant=(found.group("variant") or "ubuntu") if found else "")
     # What the server renders from it (vllm_server's defaults read these).
     entry["server"] = {"enforce_eager": entry["mode"] == "eager", "compilation_config": entry["compilation_config"],
-                       "dtype": entry["dtype"], "shm_size": entry["shm_size"], "env": entry["env"]}
+                       "additional_config": entry["additional_config"], "dtype": entry["dtype"],
+                       "shm_size": entry["shm_size"], "env": entry["env"]}
     entry["warning"] = "" if known else (
         "%s is not in the release table (%s): it runs with the settings of %s, the conservative ones (%s mode, "
         "%s). Fix: if it is a build of a release the table knows (a site's own rebuild or mirror), set "

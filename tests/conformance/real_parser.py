@@ -5,6 +5,9 @@ argument (vLLM logs to stdout):
 {"verdicts": [{"accepted": bool, "error": last line of vLLM's complaint or null}], "options": [...]}.
 An argument list is accepted when vLLM's own parser takes it, `vllm serve`'s validation passes and the engine
 arguments are built from it, as `vllm serve` does before it loads anything.
+
+The option table of other releases is read with it too (real_vllm.record_options, with no lists): vLLM 0.18.0 to
+0.25.1 all have the imports below where 0.18 has them, and the same platform detectors.
 """
 import argparse
 import contextlib
@@ -18,8 +21,10 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 import vllm.platforms  # noqa: E402
 
 # The CUDA wheel on a machine without a GPU detects no platform; vLLM 0.18's own CPU detector then says yes.
+# vLLM 0.24 and later resolve the platform while `vllm` itself is imported, before that: resolved again here.
 if "cpu" in vllm.platforms.builtin_platform_plugins:
     vllm.platforms.builtin_platform_plugins["cpu"] = lambda: "vllm.platforms.cpu.CpuPlatform"
+    vllm.platforms._current_platform = None
 
 from vllm.engine.arg_utils import AsyncEngineArgs  # noqa: E402
 from vllm.entrypoints.cli.serve import cmd_init  # noqa: E402

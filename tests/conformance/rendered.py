@@ -45,8 +45,9 @@ def serve_args(layout="single", cpu_binding_off=False, release=None, **overrides
     """One rendered `vllm serve` command as argv after `vllm` (["serve", model, flags...])."""
     defaults = role_defaults(release)
     settings = {name: defaults[name] for name in ("gpu_memory_utilization", "max_model_len", "tensor_parallel_size",
-                                                  "enforce_eager", "compilation_config", "dtype", "container_port",
-                                                  "max_pixels", "min_pixels", "extra_args")}
+                                                  "enforce_eager", "compilation_config", "additional_config",
+                                                  "dtype", "container_port", "max_pixels", "min_pixels",
+                                                  "extra_args")}
     settings["model_container_dir"] = EXAMPLE_MODEL_DIR
     settings.update(overrides)
     plan = {"served_name": defaults["served_name"], "layout": layout}
@@ -56,16 +57,18 @@ def serve_args(layout="single", cpu_binding_off=False, release=None, **overrides
     return argv[1:]
 
 
-def every_rendering():
-    """{what it is: argv} for each choice the role offers that changes the flags."""
-    found = {"seed single layout (defaults)": serve_args(),
-             "per_card": serve_args(layout="per_card"),
-             "per_card, chips' CPU affinity unknown": serve_args(layout="per_card", cpu_binding_off=True),
-             "no pixel cap": serve_args(max_pixels=0),
-             "container port 8001": serve_args(container_port=8001),
-             "graph mode (enforce_eager false)": serve_args(enforce_eager=False)}
+def every_rendering(release=None):
+    """{what it is: argv} for each choice the role offers that changes the flags, for the image of a release (the
+    release table's entry; default: the fleet's default image's)."""
+    found = {"seed single layout (defaults)": serve_args(release=release),
+             "per_card": serve_args(layout="per_card", release=release),
+             "per_card, chips' CPU affinity unknown": serve_args(layout="per_card", cpu_binding_off=True,
+                                                                release=release),
+             "no pixel cap": serve_args(max_pixels=0, release=release),
+             "container port 8001": serve_args(container_port=8001, release=release),
+             "graph mode (enforce_eager false)": serve_args(enforce_eager=False, release=release)}
     for extra in EXTRA_ARGS:
-        found["extra args %s" % " ".join(extra)] = serve_args(extra_args=extra)
+        found["extra args %s" % " ".join(extra)] = serve_args(extra_args=extra, release=release)
     return found
 
 

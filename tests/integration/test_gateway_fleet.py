@@ -560,13 +560,17 @@ def test_the_doctor_and_verify_commands_as_written(fleet, tmp_path):
 
 # --- canary rolls: the last tests of the module, which leave the fleet on another image ----------------------------
 IMAGE = "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p"  # fleet_image's default, from the twin's registry
-# The stand-in 60 % slower, and another build as fast (tests/twin/lifecycle.py VARIANT_TAGS). The test's canary
+# The stand-in 60 % slower (tests/twin/lifecycle.py VARIANT_TAGS). The test's canary
 # is measured a minute after its baseline, and on this 2-core machine the suite's other worker moves the load between
 # the two: the gate's figures for the 30 % slower image (-slower, about -22 % throughput when idle) have come out at
 # -9 %, inconclusive. benchmarks/canary_false_alarm.py measures the gate against the 30 % slower image, with the
 # cores busy on purpose; this test holds what a failed gate does.
-SLOWER, REBUILT = IMAGE + "-much-slower", IMAGE + "-rebuilt"
+SLOWER = IMAGE + "-much-slower"
+# Releases of the release table, each the stand-in as that release (tests/twin/lifecycle.py release_tags): a later
+# one the table knows good, and one whose image requests kill its engine (vllm-ascend #12086).
+LATER, BROKEN = "quay.io/ascend/vllm-ascend:v0.19.1rc1-310p", "quay.io/ascend/vllm-ascend:v0.22.1rc1-310p"
 GATE = "Compare each replacement with the baseline of the spec it replaced"
+RELEASE_CHECK = "Refuse a release the table marks broken, warn of an image it does not know"
 CANARY_ROLL = ("--tags", "image,server", "-e", "fleet_canary=true", "-e", "fleet_serial=1")
 
 
@@ -621,26 +625,71 @@ def test_a_slower_canary_stops_the_roll_and_goes_back(fleet):
     container, image, set_aside = running(fleet, canary)
     assert image == IMAGE and not set_aside and container == before[canary][0]
     assert running(fleet, other) == before[other]
+    # A build under a tag of its own is no release the table knows: it was deployed with the table's conservative
+    # settings (rc1's), and the host was told so, in the image phase and again in the server phase.
+    warnings = release_checks(run, canary, "runner_on_ok")
+    assert len(warnings) == 2 and warnings[0] == warnings[1], warnings
+    assert warnings[0].startswith("%s: %s is not in the release table (roles/fleet/files/vllm_ascend_releases.yml)"
+                                  % (canary, SLOWER)), warnings
     # Serving again: the gateway's health checks pass (the firewall keeps the controller off its port).
     assert servers(fleet)["%s:%s" % (canary, NAME)][0] == "UP"
     assert not fleet[canary].exists("/var/lib/ascend-fleet/lock")
 
 
-def test_a_canary_as_fast_passes_its_gate_and_the_roll_goes_on(fleet):
+def release_checks(run, host, outcome):
+    """The messages of the release check's results of a host with this outcome (runner_on_ok, runner_on_failed)."""
+    return [event["event_data"]["res"]["msg"] for event in run.events if event.get("event") == outcome
+            and event["event_data"].get("task") == RELEASE_CHECK and event["event_data"].get("host") == host]
+
+
+def test_a_roll_to_a_release_the_table_marks_broken_for_images_is_refused_before_anything_changes(fleet):
+    before = {host: running(fleet, host) for host in (HOST_A, HOST_B)}
+    run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + BROKEN)
+    assert run.rc != 0 and run.failed_hosts() == [HOST_A, HOST_B], run.stdout
+    for host in (HOST_A, HOST_B):
+        (refusal,) = release_checks(run, host, "runner_on_failed")
+        assert "%s is vLLM-Ascend v0.22.1rc1" % BROKEN in refusal
+        assert "vllm-project/vllm-ascend#12086 (every request that carries an image kills the EngineCore" in refusal
+        assert "The nearest good releases: v0.19.1rc1 (older)." in refusal and "fleet_image_accept_defects" in refusal
+        # Not pulled, nothing replaced, and the host's lock let go.
+        assert fleet[host].docker("image", "inspect", BROKEN, check=False).returncode != 0
+        assert running(fleet, host) == before[host]
+        assert not fleet[host].exists("/var/lib/ascend-fleet/lock")
+
+
+def test_with_its_defect_accepted_the_canary_finds_the_engine_dead_on_an_image_and_every_host_goes_back(fleet):
+    before = {host: running(fleet, host) for host in (HOST_A, HOST_B)}
+    run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + BROKEN,
+                     "-e", shlex.quote(json.dumps({"fleet_image_accept_defects": ["vllm-project/vllm-ascend#12086"]})))
+    assert run.rc != 0, run.stdout
+    (canary,) = run.failed_hosts()
+    (other,) = {HOST_A, HOST_B} - {canary}
+    failure = run.failure_text(canary)
+    assert "507018" in failure and "EngineDeadError" in failure, failure
+    # The canary host is back on what it ran, the same container; the other one was never rolled.
+    assert running(fleet, canary) == before[canary] and running(fleet, other) == before[other]
+    for host in (HOST_A, HOST_B):
+        assert servers(fleet)["%s:%s" % (host, NAME)][0] == "UP"
+
+
+def test_a_roll_to_a_later_release_the_table_knows_good_passes_its_canary_and_serves_everywhere(fleet):
     # The baseline was measured minutes ago, and the suite's other worker may have started or ended emulated
     # aarch64 hosts since: this machine's load moved an equal image by up to 12 % here (benchmarks/
     # canary_false_alarm.py --busy measures such drift). The test holds what a passing gate does; the gate's
-    # threshold against a slower image is held by the test above, at the default 10 %.
-    run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + REBUILT, "-e", "fleet_canary_max_regression=0.25")
+    # threshold against a slower image is held by the test above, at the default 10 %. The stand-in is as fast as
+    # every release.
+    run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + LATER, "-e", "fleet_canary_max_regression=0.25")
     gated = run.results(GATE)
     assert len(gated) == 1, run.stdout
-    (result,) = gated.values()
-    (gate,) = result["results"]
+    (gate,) = list(gated.values())[0]["results"]
     assert gate["passed"] and gate["baseline"]["image"].endswith("v0.18.0rc1-310p"), gate["line"]
     assert run.rc == 0, run.stdout
     for host in (HOST_A, HOST_B):
-        assert running(fleet, host)[1:] == (REBUILT, False)
+        container = fleet[host].inspect(NAME)
+        assert container["Config"]["Image"] == LATER and container["State"]["Running"]
+        assert "--enforce-eager" in container["Args"]  # v0.19.1rc1 is built on CANN 8.5.1: eager, as the table says
         assert servers(fleet)["%s:%s" % (host, NAME)][0] == "UP"
+        assert release_checks(run, host, "runner_on_ok") == []  # neither refused nor warned of
 
 
 def test_planned_replacements_fire_no_restart_alert_and_a_crash_loop_does(fleet):

@@ -140,7 +140,7 @@ def test_starts_with_the_seed_command_and_says_it_is_a_simulator(seed_server):
     assert b"This is a simulator, not vLLM" in logs
     version = requests.get(base + "/version", timeout=5)
     assert version.json() == {"version": "0.18.0"}  # vLLM's, as the image's vLLM answers
-    assert version.headers["X-Twin-Simulator"] == "ascend-vllm-fleet stand-in 0.18.0rc1"
+    assert version.headers["X-Twin-Simulator"] == "ascend-vllm-fleet stand-in v0.18.0rc1"
 
 
 def test_api_key_guards_v1_only(seed_server):

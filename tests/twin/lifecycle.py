@@ -38,6 +38,9 @@ import urllib.request
 import bcrypt
 import yaml
 
+import ascend_vllm_fleet  # noqa: F401  (Ansible's collection loader: the release table's reader is the collection's)
+from ansible_collections.ascend.fleet.plugins.plugin_utils import vllm_releases
+
 from . import fleet
 from .hosts import (
     DEFAULT_DISTRIBUTION,
@@ -59,13 +62,17 @@ DEFAULT_INVENTORY = REPO / "inventory" / "twin" / "hosts.yml"
 # The real image's name and tags (quay.io/ascend/vllm-ascend), served by the local registry instead.
 IMAGE_REPOSITORY = "ascend/vllm-ascend"
 IMAGE_TAGS = ("v0.18.0rc1-310p", "v0.18.0rc1-310p-openeuler")
+# Each other release of the release table (roles/fleet/files/vllm_ascend_releases.yml) is served as its 310P tag: the
+# stand-in as that release, taking its vLLM's `vllm serve` options only and dying of its defects.
+SEED_RELEASE = "v0.18.0rc1"
+# `vllm serve`'s options as each vLLM version's real parser has them, which the stand-in takes (its cli.py).
+SERVE_OPTIONS = REPO / "tests" / "fixtures" / "vllm-serve-options"
 # quay.io's tag of the same release for another chip (Atlas A2, 910B): the stand-in with the SOC_VERSION that
 # image sets, which fails on a 310P after its load, as the real one does.
 OTHER_CHIP_TAGS = {"v0.18.0rc1": "ascend910b1"}
-# Other builds of the 310P release, for the canary gate: one as fast (another image ID, the same timings) and one
-# whose kernels are 30 % slower, as new vllm-ascend images have been on 310P (vllm-ascend #7670, #17160).
-VARIANT_TAGS = {"v0.18.0rc1-310p-rebuilt": "LABEL ascend-vllm-fleet.twin.variant=rebuilt",
-                "v0.18.0rc1-310p-slower": "ENV VLLM_TWIN_SLOWDOWN=1.3",
+# Other builds of the 310P release, for the canary gate: kernels 30 % and 60 % slower, as new vllm-ascend images have
+# been on 310P (vllm-ascend #7670, #17160).
+VARIANT_TAGS = {"v0.18.0rc1-310p-slower": "ENV VLLM_TWIN_SLOWDOWN=1.3",
                 "v0.18.0rc1-310p-much-slower": "ENV VLLM_TWIN_SLOWDOWN=1.6"}
 # The registry also serves the 310P tags under quay.io's own path, as a prefix-style mirror does
 # (m.daocloud.io/quay.io/ascend/vllm-ascend): <registry>/quay.io/ascend/vllm-ascend.
@@ -205,6 +212,17 @@ def profile_choice(value):
             value, json.dumps(name), "gateway" if group == "gateway" else "Ascend host", PROFILES_FILE,
             ", ".join(choices)))
     return host or EVERY_HOST, name
+
+
+def releases_json():
+    """The release table as its reader reads it, for the stand-in image (whose Python has no YAML)."""
+    return json.dumps(vllm_releases.load(), indent=1, sort_keys=True)
+
+
+def release_tags():
+    """{tag: its Dockerfile line} of the release table's releases besides the seed's, each the stand-in as it."""
+    return {"%s-310p" % version: "ENV VLLM_TWIN_RELEASE=%s" % version
+            for version in vllm_releases.load()["releases"] if version != SEED_RELEASE}
 
 
 class Twin:
@@ -490,8 +508,10 @@ class Twin:
         return (("host_images", self.host_image, "host", [(path, path.name) for path in sorted(host.iterdir())
                                                           if path.is_file()], host, ()),
                 ("build_tags", self.build_repository, "python",
-                 [(HERE / "vllm_standin", "vllm_standin"), (HERE / "Dockerfile", "Dockerfile")],
-                 HERE / "vllm_standin", (HERE / "Dockerfile",)))
+                 [(HERE / "vllm_standin", "vllm_standin"), (HERE / "Dockerfile", "Dockerfile"),
+                  (SERVE_OPTIONS, "vllm-serve-options"), (releases_json, "releases.json")],
+                 HERE / "vllm_standin", (HERE / "Dockerfile", pathlib.Path(vllm_releases.TABLE))
+                 + tuple(sorted(SERVE_OPTIONS.glob("*.json")))))
 
     def rpm_host_spec(self):
         """The RPM hosts' image, as image_specs gives an image: the host image's files on the RPM host root."""
@@ -523,7 +543,9 @@ class Twin:
             base = self.base_image(base_kind, architecture)
             with tempfile.TemporaryDirectory() as context:
                 for source, name in context_files:
-                    if source.is_dir():
+                    if callable(source):
+                        (pathlib.Path(context) / name).write_text(source(), encoding="utf-8")
+                    elif source.is_dir():
                         shutil.copytree(source, pathlib.Path(context) / name,
                                         ignore=shutil.ignore_patterns("__pycache__"))
                     else:
@@ -550,8 +572,8 @@ class Twin:
             for repository in (IMAGE_REPOSITORY, "%s/%s" % (PREFIX, IMAGE_REPOSITORY)):
                 self.push_multiarch(repository, image_tag, builds)
                 pushed.append("%s:%s" % (repository, image_tag))
-        derived = dict(VARIANT_TAGS, **{image_tag: "ENV SOC_VERSION=%s" % soc_version
-                                        for image_tag, soc_version in OTHER_CHIP_TAGS.items()})
+        derived = dict(VARIANT_TAGS, **release_tags(), **{image_tag: "ENV SOC_VERSION=%s" % soc_version
+                                                          for image_tag, soc_version in OTHER_CHIP_TAGS.items()})
         for image_tag, line in sorted(derived.items()):
             variants = {}
             for architecture, build_tag in builds.items():
@@ -605,7 +627,7 @@ class Twin:
 
     def _registry_has_tags(self, builds):
         """Whether the registry serves every tag, each as a list of a build for every architecture built."""
-        wanted = {IMAGE_REPOSITORY: set(IMAGE_TAGS) | set(OTHER_CHIP_TAGS) | set(VARIANT_TAGS),
+        wanted = {IMAGE_REPOSITORY: set(IMAGE_TAGS) | set(OTHER_CHIP_TAGS) | set(VARIANT_TAGS) | set(release_tags()),
                   "%s/%s" % (PREFIX, IMAGE_REPOSITORY): set(IMAGE_TAGS)}
         platforms = sorted(ARCHITECTURES[architecture] for architecture in builds)
         try:

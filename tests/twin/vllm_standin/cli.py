@@ -16,10 +16,10 @@ import os
 import subprocess
 import sys
 
-from . import VERSION
+from . import release, release_name
 
 BANNER = ("ascend-vllm-fleet twin: stand-in for vLLM-Ascend %s on Atlas 300I Duo. This is a simulator, "
-          "not vLLM: no NPU is used and answers are synthetic." % VERSION)
+          "not vLLM: no NPU is used and answers are synthetic.")
 # What 310P3 can run (vLLM-Ascend 310P docs): eager fp16 only; graph mode needs CANN >= 9.0.
 SUPPORTED_DTYPES = ("float16", "half")
 DRIVER_LIBRARY = "libascend_hal.so"
@@ -44,10 +44,11 @@ def host_path(path):
 
 
 def build_parser():
-    """A subset of vLLM 0.18's `vllm serve` options, each spelt as its parser spells it (held to the recorded
-    option table and verdicts in tests/fixtures/vllm-0.18/serve-args.json)."""
+    """A subset of the `vllm serve` options of the vLLM versions the release table names, each spelt as their
+    parsers spell it (held to vLLM 0.18's recorded verdicts in tests/fixtures/vllm-0.18/serve-args.json and to each
+    version's recorded options); refuse_options_of_other_versions refuses those the image's version lacks."""
     parser = argparse.ArgumentParser(prog="vllm", description="vLLM CLI (twin stand-in)")
-    parser.add_argument("-v", "--version", action="version", version=VERSION)
+    parser.add_argument("-v", "--version", action="version", version=release()["vllm"])
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", prog="vllm serve", help="Start the vLLM OpenAI-compatible API server")
     serve.add_argument("model_tag", nargs="?", help="model path or name")
@@ -84,7 +85,26 @@ def build_parser():
     serve.add_argument("--enable-log-requests", action=argparse.BooleanOptionalAction)
     serve.add_argument("--disable-log-stats", action="store_true")
     serve.add_argument("--max-log-len", type=int)
+    # vLLM 0.18 has it; 0.19 and later do not (an operator's extra argument that breaks at an upgrade).
+    serve.add_argument("--disable-frontend-multiprocessing", action="store_true")
+    parser.serve_options = {option for action in serve._actions for option in action.option_strings}
     return parser
+
+
+# `vllm serve`'s options as each vLLM version's own parser has them (tests/fixtures/vllm-serve-options/, recorded
+# from real vLLM; the image has them under /opt/twin).
+OPTIONS_DIR = os.environ.get("VLLM_TWIN_OPTIONS_DIR", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "fixtures", "vllm-serve-options"))
+
+
+def refuse_options_of_other_versions(parser, argv):
+    """A flag the stand-in parses but the image's vLLM does not have fails as that vLLM's parser fails on it."""
+    with open(os.path.join(OPTIONS_DIR, "%s.json" % release()["vllm"])) as handle:
+        recorded = set(json.load(handle)["options"])
+    given = [arg.split("=", 1)[0] for arg in argv if arg.startswith("-")]
+    missing = [flag for flag in given if flag in parser.serve_options and flag not in recorded]
+    if missing:
+        parser.error("unrecognized arguments: %s" % " ".join(missing))
 
 
 def _human_int(text):
@@ -209,11 +229,14 @@ def report_jemalloc():
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    refuse_options_of_other_versions(parser, argv)
     model_path = args.model or args.model_tag
     if not model_path:
         build_parser().error("the following arguments are required: model_tag")
-    print(BANNER, flush=True)
+    print(BANNER % release_name(), flush=True)
     print("INFO vllm serve %s with %s" % (model_path, json.dumps(
         {k: v for k, v in vars(args).items() if k != "api_key"}, sort_keys=True)), flush=True)
     report_jemalloc()

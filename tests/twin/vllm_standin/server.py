@@ -21,6 +21,9 @@ Twin knobs (environment):
   ``error`` (the engine ends the request with an error after 3 tokens);
 - ``VLLM_TWIN_ANSWERS_FILE``: how the model answers (healthy, bang, repeat, wrong: vision.py), read at every
   request;
+- ``VLLM_TWIN_RELEASE``: the release the image stands for (set in its tag), whose defects in the release table
+  kill its engine: ``image_requests`` at any request that carries an image, ``large_image_requests`` at one whose
+  image is larger than its ``above_pixels`` after resizing; the engine's last lines are the defect's ``log``;
 - ``VLLM_TWIN_CRASH_PIXELS``: the engine dies on an image with more pixels than this after resizing (default
   3000000; 0 never). On 310P the vision path's IndexPut runs as an aicpu kernel that fails on large images,
   error 507018, and takes the EngineCore down (vllm-ascend issues #10720, #12086, #13050: small images pass,
@@ -70,7 +73,7 @@ import time
 import urllib.request
 import uuid
 
-from . import VERSION, VLLM_VERSION
+from . import release, release_name
 from .engine import LatencyModel, Scheduler, Sequence
 from .images import ImageError, image_size, image_tokens, resized_pixels
 from .vision import DEGENERATE_UNITS, known_answer, mode_of
@@ -80,6 +83,17 @@ TEMPLATE_TOKENS = 11
 # A natural answer describing an image runs to a few hundred tokens; with ignore_eos the cap is reached.
 NATURAL_ANSWER_TOKENS = (180, 320)
 DEFAULT_CRASH_PIXELS = 3000000
+# The aicpu fault's lines as vllm-ascend #12086 quotes them.
+AICPU_507018 = [
+    "soName=libpt_kernels.so, funcName=RunCpuKernel, kernelName=IndexPut, errorCode=0x2a."
+    "[FUNC:PrintAicpuErrorInfo][FILE:davinci_kernel_task.cc]",
+    "Aicpu kernel execute failed, device_id=0, stream_id=3, task_id=5140, fault op_name=."
+    "[FUNC:GetError][FILE:stream.cc]",
+    "rtStreamSynchronizeWithTimeout execution failed, reason=aicpu exception"
+    "[FUNC:FuncErrorReason][FILE:error_message_manage.cc]",
+    "synchronize stream with timeout failed, runtime result = 507018[FUNC:ReportCallError][FILE:log_inner.cpp]",
+    "RuntimeError: ACL stream synchronize failed, error code is 507018",
+]
 ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
 # What vLLM answers for a request its engine finished with an error (FinishReason.ERROR).
 ENGINE_ERROR_MESSAGE = "Internal server error"
@@ -189,7 +203,7 @@ class Engine:
         self.alive = True
         self.died = threading.Event()
         self.fatal = set()  # ids of the sequences whose prefill kills the engine
-        self.fatal_image = None
+        self.fatal_lines = []  # what the engine says as it dies of one
         # Finished requests by vLLM's finished_reason label: a request ends by length, by its stop, or by error.
         self.stats = {"running": 0, "waiting": 0, "prompt_tokens": 0, "generation_tokens": 0, "kv_cache_usage": 0.0,
                       "finished": {"stop": 0, "length": 0, "abort": 0, "error": 0, "repetition": 0}}
@@ -206,9 +220,9 @@ class Engine:
         self.kv_blocks = model.max_num_seqs * -(-max_model_len // block_size)
         threading.Thread(target=self._loop, name="engine", daemon=True).start()
 
-    def submit(self, prompt_tokens, output_tokens, finish_reason, fatal_image=None):
+    def submit(self, prompt_tokens, output_tokens, finish_reason, fatal_lines=None):
         """Queue a request that ends after output_tokens with finish_reason (``error``: the engine fails it
-        after ERROR_AFTER_TOKENS); ``fatal_image`` (its resized pixels) marks one whose image kills the engine."""
+        after ERROR_AFTER_TOKENS); ``fatal_lines`` (the engine's last words) mark one whose image kills the engine."""
         events = queue.Queue()
         with self.condition:
             if not self.alive:
@@ -217,9 +231,9 @@ class Engine:
             if finish_reason == "error":
                 output_tokens = ERROR_AFTER_TOKENS
             sequence = Sequence(events, prompt_tokens, output_tokens, finish_reason, arrived_s=time.time())
-            if fatal_image:
+            if fatal_lines:
                 self.fatal.add(id(sequence))
-                self.fatal_image = fatal_image
+                self.fatal_lines = fatal_lines
             self.scheduler.add(sequence)
             self.condition.notify()
         return events
@@ -231,19 +245,7 @@ class Engine:
         lines = [
             "Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.",
             "vllm.v1.engine.exceptions.EngineDeadError: %s" % ENGINE_DEAD_MESSAGE,
-        ] if killed else [
-            "EngineCore encountered a fatal error. (twin: an image of %d pixels after resizing is above "
-            "VLLM_TWIN_CRASH_PIXELS; --mm-processor-kwargs '{\"min_pixels\": 65536, \"max_pixels\": N}' keeps "
-            "images below it)"
-            % self.fatal_image,
-            "soName=libpt_kernels.so, funcName=RunCpuKernel, kernelName=IndexPut, errorCode=0x2a."
-            "[FUNC:PrintAicpuErrorInfo][FILE:davinci_kernel_task.cc]",
-            "Aicpu kernel execute failed, device_id=0, stream_id=3, task_id=5140, fault op_name=."
-            "[FUNC:GetError][FILE:stream.cc]",
-            "rtStreamSynchronizeWithTimeout execution failed, reason=aicpu exception"
-            "[FUNC:FuncErrorReason][FILE:error_message_manage.cc]",
-            "synchronize stream with timeout failed, runtime result = 507018[FUNC:ReportCallError][FILE:log_inner.cpp]",
-            "RuntimeError: ACL stream synchronize failed, error code is 507018",
+        ] if killed else self.fatal_lines + [
             "AsyncLLM output_handler failed.",
             "vllm.v1.engine.exceptions.EngineDeadError: %s" % ENGINE_DEAD_MESSAGE,
         ]
@@ -366,6 +368,7 @@ class State:
                        .items() for number in numbers}
         self.stall_s = float(os.environ.get("VLLM_TWIN_STALL_S", "3600"))
         self.crash_pixels = int(os.environ.get("VLLM_TWIN_CRASH_PIXELS", DEFAULT_CRASH_PIXELS))
+        self.defects = release()["defects"]
         self.answers_file = os.environ.get(
             "VLLM_TWIN_ANSWERS_FILE", "/root/.cache/vllm-twin/answers-%d" % args.port)
         self.sequence = 0
@@ -385,6 +388,21 @@ class State:
 def count_prompt(body, max_pixels=None):
     """Prompt tokens of a chat request: template, text (about 1.5 characters a token) and images."""
     return prompt_stats(body, max_pixels)[0]
+
+
+def fatal_lines(largest_image, defects, crash_pixels):
+    """What the engine says as it dies of a request whose largest image has these pixels after resizing (0: no
+    image), or None when it survives it: the release's defects first, then the large-image fault of 310P's aicpu
+    IndexPut kernel, the same 507018 as vllm-ascend #10720/#12086 show."""
+    for defect in defects:
+        if largest_image and largest_image > defect.get("above_pixels", 0):
+            return ["EngineCore encountered a fatal error. (twin: %s, %s)" % (defect["issue"], defect["summary"])] \
+                + defect["log"]
+    if crash_pixels and largest_image > crash_pixels:
+        return ["EngineCore encountered a fatal error. (twin: an image of %d pixels after resizing is above "
+                "VLLM_TWIN_CRASH_PIXELS; --mm-processor-kwargs '{\"min_pixels\": 65536, \"max_pixels\": N}' keeps "
+                "images below it)" % largest_image] + AICPU_507018
+    return None
 
 
 def prompt_stats(body, max_pixels=None):
@@ -479,7 +497,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         # Not vLLM's: says to anyone reading the headers that this is the twin's simulator.
-        self.send_header("X-Twin-Simulator", "ascend-vllm-fleet stand-in %s" % VERSION)
+        self.send_header("X-Twin-Simulator", "ascend-vllm-fleet stand-in %s" % release_name())
         self.end_headers()
         self.wfile.write(data)
 
@@ -508,7 +526,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_json(200, {"object": "list", "data": [self.model_card(name) for name in self.state.names]})
         elif path == "/version":
             # vLLM's version, which the vllm-ascend image's vLLM reports (the plugin's own is not in it).
-            self.send_json(200, {"version": VLLM_VERSION})
+            self.send_json(200, {"version": release()["vllm"]})
         elif path == "/metrics":
             self.send_metrics()
         else:
@@ -631,16 +649,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if max_tokens < 1:
             raise parameter_error("max_tokens", max_tokens, "max_tokens must be at least 1, got %d." % max_tokens)
         text, output_tokens = answer_of(body, mode_of(state.answers_file), max_tokens)
-        crash_pixels = state.crash_pixels
         return {"model": model, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "text": text,
                 "stream": bool(body.get("stream")),
                 "include_usage": bool((body.get("stream_options") or {}).get("include_usage")),
                 "output_tokens": output_tokens, "finish_reason": "length" if output_tokens >= max_tokens else "stop",
-                "fatal_image": largest_image if crash_pixels and largest_image > crash_pixels else None}
+                "fatal_lines": fatal_lines(largest_image, state.defects, state.crash_pixels)}
 
     def complete(self, request, received, reset=False):
         events = self.state.engine.submit(request["prompt_tokens"], request["output_tokens"],
-                                          request["finish_reason"], request["fatal_image"])
+                                          request["finish_reason"], request["fatal_lines"])
         request_id = "chatcmpl-" + uuid.uuid4().hex
         record = {"id": request_id, "received_s": received, "prompt_tokens": request["prompt_tokens"],
                   "max_tokens": request["max_tokens"], "stream": request["stream"], "status": "ok"}

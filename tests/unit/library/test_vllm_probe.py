@@ -8,6 +8,7 @@ import pytest
 from fake_vllm import MODEL, Scripted, scripted, serving  # noqa: F401  (the fixture)
 from module_runs import SECRET, SHORT_DOCKER_TIMEOUT, assert_refused, run_module
 
+from ansible_collections.ascend.fleet.plugins.plugin_utils import vllm_releases
 from conftest import free_port
 
 
@@ -210,3 +211,23 @@ def test_a_server_that_trickles_its_answer_ends_the_probe_at_its_timeout(quick, 
     assert_refused(result, "the time ran out (timeout: 3s, the whole probe) while waiting for " + waiting_on)
     assert result["models"] == [MODEL] and Trickling.chats == quick + 1
     assert elapsed < 12, "the probe took %.1f s with timeout 3" % elapsed
+
+
+def test_an_engine_that_dies_of_the_image_is_named_with_its_cause_before_the_log(scripted, tmp_path):  # noqa: F811
+    """A release whose image requests kill its engine (the release table's #12086): the smoke request answers 500,
+    and the failure names the IndexPut crash from the log's lines before showing them."""
+    Scripted.chat = (500, json.dumps({"error": {"message": "EngineCore encountered an issue.",
+                                                "type": "InternalServerError"}}).encode())
+    lines = [defect["log"] for entry in vllm_releases.load()["releases"].values() for defect in entry["defects"]][0]
+    log = tmp_path / "log"
+    log.write_text("\n".join(["ERROR " + line for line in lines]
+                             + ["ERROR vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue."])
+                   + "\n")
+    docker = tmp_path / "docker"
+    docker.write_text("#!/bin/sh\ncase \"$1\" in\n  inspect) echo 'running 0 0' ;;\n  logs) cat %s ;;\nesac\n" % log)
+    docker.chmod(0o755)
+    result = probe(base_url=scripted, container="vllm-ascend", docker=str(docker), timeout=30)
+    assert result.get("failed") and "the image request answered HTTP 500" in result["msg"], result
+    cause = result["msg"].split("\nCause, from the log: ", 1)[1].split("\n", 1)[0]
+    assert cause.startswith("large_image_crash: ") and "507018" in cause and "engine_dead" not in cause, cause
+    assert result["msg"].index("Cause, from the log") < result["msg"].index("--- last 40 lines of docker logs")

@@ -6,6 +6,7 @@ import copy
 import pytest
 
 from ansible_collections.ascend.fleet.plugins.module_utils import diagnosis
+from ansible_collections.ascend.fleet.plugins.plugin_utils import vllm_releases
 from conftest import REPO
 
 SETTINGS = {"disk_full_share": 0.9, "restart_window_s": 3600}
@@ -151,11 +152,33 @@ def test_a_large_image_crash_explains_the_dead_engine_and_the_restarts():
     assert crash["count"] == 2 and crash["evidence"].startswith(STAMP + "ERROR RuntimeError"), crash
 
 
+def test_the_crash_is_named_in_the_words_of_each_release_the_table_records_it_for():
+    """The release table's defects quote the engine's last lines as their issues do (vllm-ascend #4419's wording
+    differs from #10720's): the doctor names each as the IndexPut crash."""
+    for entry in vllm_releases.load()["releases"].values():
+        for defect in entry["defects"]:
+            evidence = healthy_evidence()
+            with_log(*("ERROR " + line for line in defect["log"]))(evidence)
+            found = diagnosis.diagnose(evidence, SETTINGS)
+            assert [item["rule"] for item in found["findings"]] == ["large_image_crash"], (defect["issue"], found)
+
+
 def test_a_foreign_holder_explains_the_busy_chips_of_every_instance():
     evidence = healthy_evidence()
     CASES["foreign_holder"][0](evidence)
     CASES["chip_busy"][0](evidence)
     assert [item["rule"] for item in diagnosis.diagnose(evidence, SETTINGS)["findings"]] == ["foreign_holder"]
+
+
+def test_a_foreign_holder_explains_an_instance_that_restarted_just_now_and_does_not_serve_yet():
+    """The instance's crash loop caught between two starts: its busy-chip lines are from before the last start, and
+    it restarted and does not serve; the holder is the one cause."""
+    evidence = healthy_evidence()
+    CASES["foreign_holder"][0](evidence)
+    with_state(restart_count=4, exit_code=0, started_s_ago=0)(evidence)
+    set_in(("instances", 0, "health"), {"status": None, "error": "Remote end closed connection"})(evidence)
+    assert [item["rule"] for item in diagnosis.diagnose(evidence, SETTINGS)["findings"]
+            if item["severity"] == "error"] == ["foreign_holder"]
 
 
 def test_an_old_restart_is_not_restarting():

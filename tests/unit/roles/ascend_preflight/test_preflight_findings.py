@@ -279,7 +279,8 @@ def test_the_containers_the_server_phase_starts_are_the_ones_preflight_trusts():
         "cache_dir": "/var/cache/vllm-ascend", "model_dir": "/m", "model_container_dir": "/m",
         "bind_address": "0.0.0.0", "container_port": 8000, "env": {}, "env_file": "",
         "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2, "enforce_eager": True,
-        "compilation_config": {}, "dtype": "float16", "max_pixels": 0, "extra_args": [], "jemalloc_path": "",
+        "compilation_config": {}, "additional_config": {}, "dtype": "float16", "max_pixels": 0, "extra_args": [],
+        "jemalloc_path": "",
         "cpu_binding": "cpuset", "hub_offline": True, "usage_stats": False, "ready_timeout": 1200, "log_driver": "",
         "log_options": {}})
     labels = dict(line[1].split("=", 1) for line in run if line[0] == "--label")

@@ -1,20 +1,25 @@
 """The release table's reader: which release an image is, what it needs on 310P, and when it is refused."""
 import copy
+import json
 
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
+from conformance import rendered
 from serving_plans import PLAN_SETTINGS, host, vllm_server
 
 from ansible_collections.ascend.fleet.plugins.filter import fleet
 from ansible_collections.ascend.fleet.plugins.plugin_utils import vllm_releases
+from conftest import REPO
 
 QUAY = "quay.io/ascend/vllm-ascend:"
-EAGER = {"released": "2026-03-27", "vllm": "0.18.0", "cann": "8.5.1", "driver_min": "25.5.0", "python": "3.11",
-         "mode": "eager", "compilation_config": {}, "dtype": "float16", "shm_size": "10g", "env": {},
-         "env_unsupported": {"HCCL_OP_EXPANSION_MODE": "not on 300I Duo"}, "defects": [], "sources": ["notes"]}
-GRAPH = dict(EAGER, vllm="0.18.0", cann="9.0.0", mode="graph",
-             compilation_config={"cudagraph_mode": "FULL_DECODE_ONLY"})
+EAGER = {"released": "2026-04-01", "vllm": "0.18.0", "cann": "8.5.1", "driver_min": "25.0.rc1", "python": "3.11",
+         "mode": "eager", "compilation_config": {}, "additional_config": {}, "dtype": "float16", "shm_size": "10g",
+         "env": {}, "env_unsupported": {"HCCL_OP_EXPANSION_MODE": "not on 300I Duo"}, "defects": [],
+         "sources": ["notes"]}
+GRAPH = dict(EAGER, vllm="0.23.0", cann="9.1.0", mode="graph",
+             compilation_config={"cudagraph_mode": "FULL_DECODE_ONLY"},
+             additional_config={"ascend_compilation_config": {"enable_npugraph_ex": False}})
 KILLS_IMAGES = {"issue": "vllm-project/vllm-ascend#12086", "summary": "every request with an image kills EngineCore",
                 "kills": "image_requests", "fixed_in": None, "log": ["aicpu exception 507018"]}
 KILLS_LARGE = {"issue": "vllm-project/vllm-ascend#13050", "summary": "large images kill EngineCore",
@@ -33,8 +38,8 @@ def broken(*defects):
 def test_the_table_loads_and_its_default_release_serves_in_eager_float16():
     found = vllm_releases.release_for(QUAY + "v0.18.0rc1-310p", vllm_releases.load(), driver_version="25.5.2")
     assert (found["known"], found["version"], found["variant"]) == (True, "v0.18.0rc1", "ubuntu")
-    assert found["server"] == {"enforce_eager": True, "compilation_config": {}, "dtype": "float16",
-                               "shm_size": "10g", "env": {}}
+    assert found["server"] == {"enforce_eager": True, "compilation_config": {}, "additional_config": {},
+                               "dtype": "float16", "shm_size": "10g", "env": {}}
     assert (found["refusal"], found["warning"]) == ("", "")
 
 
@@ -140,3 +145,55 @@ def test_a_variable_the_release_must_not_get_is_refused_before_the_plan():
                                                  "v0.18.0rc1-310p must not get on 310P: HCCL_OP_EXPANSION_MODE: not "
                                                  "on 300I Duo. Fix: remove HCCL_OP_EXPANSION_MODE"):
         vllm_server.vllm_server_plan(host(), settings)
+
+
+def test_a_graph_mode_release_renders_its_compilation_config_and_one_additional_config_with_the_roles_keys():
+    release = vllm_releases.release_for(QUAY + "v0.23.0rc1-310p", vllm_releases.load(),
+                                        accepted_defects=["vllm-project/vllm-ascend#12086"])
+    argv = rendered.serve_args(layout="per_card", cpu_binding_off=True, release=release)
+    assert "--enforce-eager" not in argv
+    assert json.loads(argv[argv.index("--compilation-config") + 1]) == release["compilation_config"]
+    assert argv.count("--additional-config") == 1
+    assert json.loads(argv[argv.index("--additional-config") + 1]) == {
+        "ascend_compilation_config": {"enable_npugraph_ex": False}, "enable_cpu_binding": False}
+    assert argv[argv.index("--dtype") + 1] == "float16"
+
+
+def test_the_seeds_release_renders_the_seeds_flags():
+    argv = rendered.serve_args()
+    assert "--enforce-eager" in argv and "--compilation-config" not in argv and "--additional-config" not in argv
+
+
+@pytest.mark.parametrize("readme", ["README.md", "README.zh-CN.md"])
+def test_the_readmes_release_table_says_what_the_release_table_says(readme):
+    rows = {}
+    for line in (REPO / readme).read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if line.startswith("| v0.") and len(cells) == 5:
+            rows[cells[0]] = cells[1:]
+    table = vllm_releases.load()["releases"]
+    assert sorted(rows) == sorted(table)
+    for version, (vllm, cann, mode, verdict) in rows.items():
+        entry = table[version]
+        assert (vllm, cann, mode) == (entry["vllm"], entry["cann"], entry["mode"]), version
+        issues = ["vllm-ascend #%s" % defect["issue"].rsplit("#", 1)[1] for defect in entry["defects"]]
+        assert [issue for issue in issues if issue in verdict] == issues and bool(issues) != (
+            "serves" in verdict or "可用" in verdict), (version, verdict)
+
+
+# `vllm serve`'s options as each vLLM version's own parser has them, recorded from real vLLM
+# (`python -m conformance.real_vllm options VERSION`).
+SERVE_OPTIONS = REPO / "tests" / "fixtures" / "vllm-serve-options"
+
+
+@pytest.mark.parametrize("version", sorted(vllm_releases.load()["releases"], key=vllm_releases.release_key))
+def test_every_flag_the_server_renders_for_a_release_is_an_option_of_its_vllm_version(version):
+    table = vllm_releases.load()
+    entry = table["releases"][version]
+    recorded = json.loads((SERVE_OPTIONS / ("%s.json" % entry["vllm"])).read_text(encoding="utf-8"))
+    assert recorded["vllm"] == entry["vllm"] and recorded["source"]
+    release = vllm_releases.release_for(QUAY + version + "-310p", table,
+                                        accepted_defects=[defect["issue"] for defect in entry["defects"]])
+    for what, argv in rendered.every_rendering(release).items():
+        flags = [arg.split("=", 1)[0] for arg in argv if arg.startswith("-")]
+        assert [flag for flag in flags if flag not in recorded["options"]] == [], (version, what)

@@ -12,8 +12,8 @@ RUN_SETTINGS = {"docker_bin": "docker", "label_prefix": "site", "restart_policy"
                 "cache_dir": "/root/.cache", "model_dir": "/m", "model_container_dir": "/m",
                 "bind_address": "0.0.0.0", "container_port": 8000, "env": {}, "env_file": "",
                 "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2,
-                "enforce_eager": True, "compilation_config": {}, "dtype": "float16", "max_pixels": 0,
-                "extra_args": [], "jemalloc_path": "",
+                "enforce_eager": True, "compilation_config": {}, "additional_config": {}, "dtype": "float16",
+                "max_pixels": 0, "extra_args": [], "jemalloc_path": "",
                 "cpu_binding": "cpuset", "hub_offline": True, "usage_stats": False, "ready_timeout": 1200,
                 "log_driver": "json-file", "log_options": {"max-size": "100m", "max-file": "5"}}
 # What every container's environment holds whatever vllm_server_env says, with the role's defaults.
