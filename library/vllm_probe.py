@@ -210,7 +210,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import (
     quote,
 )
 from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline, DeadlinePassed
-from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import log_causes
+from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import CAUSE_PREFIX, log_causes
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
     Client,
@@ -444,7 +444,7 @@ def probe(client, params, size):
         message = "%s: %s" % (where, error)
         causes = log_causes(logs.splitlines())
         if causes:
-            message += "\nCause, from the log: %s" % "; ".join(causes)
+            message += "\n%s%s" % (CAUSE_PREFIX, "; ".join(causes))
         if logs:
             message += "\n--- last %d lines of docker logs %s ---\n%s" % (params["log_lines"], where, logs)
         raise ProbeFailed(message, logs=logs, **result) from None

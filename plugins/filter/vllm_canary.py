@@ -1,4 +1,5 @@
 """The canary gate's judgment of a batch (roles/vllm_canary)."""
+from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import CAUSE_PREFIX as CAUSE
 
 
 def vllm_canary_batch_failures(batch, hostvars):
@@ -16,6 +17,26 @@ def vllm_canary_batch_failures(batch, hostvars):
     return failures
 
 
+def vllm_canary_image_failures(probes, host):
+    """{instance name: one line} of each replacement that failed an image of the canary (the results of the loop of
+    vllm_probe over (instance, image size), run with failed_when false, so that a failure is a result with a
+    message; skipped, no results): the host, the instance, the image size, what failed and the cause its log shows,
+    without the log's tail. The first image an instance failed is the one told: its engine is dead after it."""
+    failures = {}
+    for result in probes.get("results", []):
+        instance, size = result["item"]
+        if "msg" not in result or instance["name"] in failures:
+            continue
+        lines = result["msg"].splitlines()
+        # The probe names its container first, which the line names already.
+        first = lines[0][len(instance["name"]) + 2:] if lines[0].startswith(instance["name"] + ": ") else lines[0]
+        causes = [line[len(CAUSE):] for line in lines if line.startswith(CAUSE)]
+        failures[instance["name"]] = "%s %s: the %s image: %s" % (host, instance["name"], size,
+                                                                  "; ".join([first] + causes))
+    return failures
+
+
 class FilterModule:
     def filters(self):
-        return {"vllm_canary_batch_failures": vllm_canary_batch_failures}
+        return {"vllm_canary_batch_failures": vllm_canary_batch_failures,
+                "vllm_canary_image_failures": vllm_canary_image_failures}

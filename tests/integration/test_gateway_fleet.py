@@ -636,6 +636,22 @@ def test_a_slower_canary_stops_the_roll_and_goes_back(fleet):
     assert not fleet[canary].exists("/var/lib/ascend-fleet/lock")
 
 
+def test_a_canary_that_serves_the_small_image_and_dies_at_a_large_one_is_rejected_with_the_cause(fleet):
+    """Without the pixel cap a 2560x1440 image kills the 310P engine (the IndexPut fault the stand-in has above 3
+    million pixels), while the readiness check's 640x480 and the canary's 1920x1080 pass: the canary's 2560x1440
+    finds it, the failure names the size and the cause, and the batch goes back to the same containers."""
+    before = {host: running(fleet, host) for host in (HOST_A, HOST_B)}
+    run = fleet.play(*CANARY_ROLL, "-e", "vllm_server_max_pixels=0")
+    assert run.rc != 0, run.stdout
+    (canary,) = run.failed_hosts()
+    (other,) = {HOST_A, HOST_B} - {canary}
+    failure = run.failure_text(canary)
+    assert "%s %s: the 2560x1440 image: " % (canary, NAME) in failure, failure
+    assert "large_image_crash: a large image crashed the 310P engine (aicpu IndexPut, error 507018)" in failure
+    assert running(fleet, canary) == before[canary] and running(fleet, other) == before[other]
+    assert servers(fleet)["%s:%s" % (canary, NAME)][0] == "UP"
+
+
 def release_checks(run, host, outcome):
     """The messages of the release check's results of a host with this outcome (runner_on_ok, runner_on_failed)."""
     return [event["event_data"]["res"]["msg"] for event in run.events if event.get("event") == outcome
@@ -645,12 +661,13 @@ def release_checks(run, host, outcome):
 def test_a_roll_to_a_release_the_table_marks_broken_for_images_is_refused_before_anything_changes(fleet):
     before = {host: running(fleet, host) for host in (HOST_A, HOST_B)}
     run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + BROKEN)
-    assert run.rc != 0 and run.failed_hosts() == [HOST_A, HOST_B], run.stdout
+    # The first batch's host is refused, which ends the roll (the twin's fleet_max_fail_percentage is 20).
+    assert run.rc != 0 and run.failed_hosts() == [HOST_A], run.stdout
+    (refusal,) = release_checks(run, HOST_A, "runner_on_failed")
+    assert "%s is vLLM-Ascend v0.22.1rc1" % BROKEN in refusal
+    assert "vllm-project/vllm-ascend#12086 (every request that carries an image kills the EngineCore" in refusal
+    assert "The nearest good releases: v0.19.1rc1 (older)." in refusal and "fleet_image_accept_defects" in refusal
     for host in (HOST_A, HOST_B):
-        (refusal,) = release_checks(run, host, "runner_on_failed")
-        assert "%s is vLLM-Ascend v0.22.1rc1" % BROKEN in refusal
-        assert "vllm-project/vllm-ascend#12086 (every request that carries an image kills the EngineCore" in refusal
-        assert "The nearest good releases: v0.19.1rc1 (older)." in refusal and "fleet_image_accept_defects" in refusal
         # Not pulled, nothing replaced, and the host's lock let go.
         assert fleet[host].docker("image", "inspect", BROKEN, check=False).returncode != 0
         assert running(fleet, host) == before[host]
