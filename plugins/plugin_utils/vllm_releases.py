@@ -133,7 +133,7 @@ def release_for(image, table, release_as="", accepted_defects=(), driver_version
             "in fleet_image_accept_defects (%s); the canary still sends the requests it kills." % (
                 image, version, TABLE_NAME, "; ".join(reasons), nearest_good(version, table),
                 ", ".join(defect["issue"] for defect in entry["refused"])))
-    elif driver_version and driver_version_key(driver_version) < driver_version_key(entry["driver_min"]):
+    elif known and driver_version and driver_version_key(driver_version) < driver_version_key(entry["driver_min"]):
         entry["refusal"] = (
             "%s is vLLM-Ascend %s (CANN %s), which needs NPU driver %s or later; the fleet's release is "
             "fleet_driver_version %s. Fix: raise fleet_driver_version and fleet_firmware_version to a release "

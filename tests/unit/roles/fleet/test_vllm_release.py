@@ -98,6 +98,9 @@ def test_a_release_whose_cann_needs_a_newer_driver_than_the_fleets_is_refused():
     assert vllm_releases.release_for(image, releases, driver_version="25.5.2")["refusal"] == ""
     refusal = vllm_releases.release_for(image, releases, driver_version="24.1.rc2.2")["refusal"]
     assert "needs NPU driver 25.5.rc1 or later" in refusal and "fleet_driver_version 24.1.rc2.2" in refusal
+    # An image the table does not know has no CANN it knows of: its warning says so, and nothing is refused.
+    unknown = vllm_releases.release_for("registry:5000/site/vllm:1", releases, driver_version="24.1.rc2.2")
+    assert unknown["refusal"] == "" and unknown["warning"]
 
 
 @pytest.mark.parametrize("change, message", [
