@@ -737,12 +737,16 @@ def test_planned_replacements_fire_no_restart_alert_and_a_crash_loop_does(fleet)
     counted = host.inspect(NAME)["RestartCount"]
 
     def serving_again(restarts):
+        """Restarted at least that many times since the test began (a start that fails on a loaded machine is a
+        restart more), running, and back on the gateway."""
         state = host.inspect(NAME)
-        return state["RestartCount"] == counted + restarts and state["State"]["Running"] and not state["State"][
+        return state["RestartCount"] >= counted + restarts and state["State"]["Running"] and not state["State"][
             "Restarting"] and servers(fleet)["%s:%s" % (HOST_A, NAME)][0] == "UP"
-    for restarts in range(1, most + 2):
+    while host.inspect(NAME)["RestartCount"] - counted <= most:
+        restarts = host.inspect(NAME)["RestartCount"] - counted + 1
         host.exec("kill", "-USR1", str(host.inspect(NAME)["State"]["Pid"]))
-        wait_until(lambda done=restarts: serving_again(done), "restart %d by Docker, serving again" % restarts, 120)
+        wait_until(lambda done=restarts: serving_again(done), "restart %d by Docker, serving again" % restarts, 180)
+    restarted = host.inspect(NAME)["RestartCount"] - counted
 
     def restarting():
         return [alert for alert in prometheus(fleet, "alerts")["alerts"]
@@ -750,7 +754,7 @@ def test_planned_replacements_fire_no_restart_alert_and_a_crash_loop_does(fleet)
     wait_until(restarting, "VllmRestarting firing for %s" % HOST_A, 2 * (NPU_READING_S + SCRAPE_S + EVALUATION_S))
     (alert,) = restarting()
     assert (alert["labels"]["host"], alert["labels"]["vllm_instance"]) == (HOST_A, NAME), alert
-    assert float(alert["value"]) == most + 1 and "restarted %d times" % (most + 1) in alert["annotations"]["summary"]
+    assert float(alert["value"]) == restarted and "restarted %d times" % restarted in alert["annotations"]["summary"]
 
 
 def test_the_exporters_come_back_after_a_reboot(fleet):
