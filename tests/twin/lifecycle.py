@@ -52,6 +52,7 @@ from .hosts import (
 )
 from .platforms import ARCHITECTURES, BUILT, NATIVE, oci_platform, require_emulation
 from .shell import TwinError, docker, log, run
+from .vllm_standin import SEED_RELEASE
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -62,9 +63,6 @@ DEFAULT_INVENTORY = REPO / "inventory" / "twin" / "hosts.yml"
 # The real image's name and tags (quay.io/ascend/vllm-ascend), served by the local registry instead.
 IMAGE_REPOSITORY = "ascend/vllm-ascend"
 IMAGE_TAGS = ("v0.18.0rc1-310p", "v0.18.0rc1-310p-openeuler")
-# Each other release of the release table (roles/fleet/files/vllm_ascend_releases.yml) is served as its 310P tag: the
-# stand-in as that release, taking its vLLM's `vllm serve` options only and dying of its defects.
-SEED_RELEASE = "v0.18.0rc1"
 # `vllm serve`'s options as each vLLM version's real parser has them, which the stand-in takes (its cli.py).
 SERVE_OPTIONS = REPO / "tests" / "fixtures" / "vllm-serve-options"
 # quay.io's tag of the same release for another chip (Atlas A2, 910B): the stand-in with the SOC_VERSION that
@@ -220,7 +218,9 @@ def releases_json():
 
 
 def release_tags():
-    """{tag: its Dockerfile line} of the release table's releases besides the seed's, each the stand-in as it."""
+    """{tag: its Dockerfile line} of the release table's releases besides the seed's (the stand-in's own): each
+    served as its 310P tag, the stand-in as that release, taking its vLLM's `vllm serve` options only and dying of
+    its defects."""
     return {"%s-310p" % version: "ENV VLLM_TWIN_RELEASE=%s" % version
             for version in vllm_releases.load()["releases"] if version != SEED_RELEASE}
 
