@@ -32,7 +32,7 @@ def default_inventory():
 
 
 PLAYBOOKS = {"deploy": "site.yml", "bench": "playbooks/benchmark.yml", "teardown": "playbooks/teardown.yml",
-             "doctor": "playbooks/doctor.yml", "collect": "playbooks/doctor.yml"}
+             "doctor": "playbooks/doctor.yml", "collect": "playbooks/doctor.yml", "images": "playbooks/images.yml"}
 EXAMPLES = {
     "deploy": """\
         ascend-vllm-fleet deploy -i inventory/prod/hosts.yml
@@ -60,6 +60,11 @@ EXAMPLES = {
     "collect": """\
         ascend-vllm-fleet collect -i inventory/prod/hosts.yml     # a bundle per host and a fleet index
         ascend-vllm-fleet collect -l npu-node-07""",
+    "images": """\
+        ascend-vllm-fleet images list -i inventory/prod/hosts.yml
+        ascend-vllm-fleet images save /srv/carry/images.tar -i inventory/prod/hosts.yml   # where quay.io is reached
+        ascend-vllm-fleet images load /srv/carry/images.tar -i inventory/prod/hosts.yml   # into the site registry
+        ascend-vllm-fleet images load /srv/carry/images.tar --hosts -l 'npu-node-0*'     # onto the hosts""",
 }
 
 
@@ -161,6 +166,31 @@ def playbook_vars(args):
             "doctor-" + utc_stamp())).resolve()
         extravars["doctor_report_dir"] = str(report_dir)
         extravars.setdefault("doctor_bundle", args.command == "collect" or args.bundle)
+    if args.command == "images":
+        extravars.update(vllm_image_archive_action=args.action)
+        if args.action != "list":
+            if not args.archive:
+                raise SystemExit("ascend-vllm-fleet images %s: the archive's path is missing. Fix: ascend-vllm-fleet "
+                                 "images %s ARCHIVE" % (args.action, args.action))
+            extravars["vllm_image_archive_path"] = str(pathlib.Path(args.archive).resolve())
+        elif args.archive:
+            raise SystemExit("ascend-vllm-fleet images list: %s: list takes no archive (it lists what the fleet "
+                             "needs). Fix: leave it out, or `images save %s` to save them"
+                             % (args.archive, args.archive))
+        misplaced = [option for option, given, allowed in (
+            ("--hosts", args.hosts, args.action == "load"),
+            ("--registry", args.registry, args.action == "load" and not args.hosts),
+            ("--pull-mirror", args.pull_mirror, args.action == "save")) if given and not allowed]
+        if misplaced:
+            raise SystemExit("ascend-vllm-fleet images %s: %s: not used here (--hosts and --registry are load's, one "
+                             "or the other; --pull-mirror is save's). Fix: leave %s out" % (
+                                 args.action, ", ".join(misplaced), ", ".join(misplaced)))
+        if args.hosts:
+            extravars["vllm_image_archive_load_into"] = "hosts"
+        for option, variable in (("registry", "vllm_image_archive_registry"),
+                                 ("pull_mirror", "vllm_image_archive_pull_mirror")):
+            if getattr(args, option):
+                extravars[variable] = getattr(args, option)
     if args.command == "teardown":
         extravars.setdefault("vllm_teardown_remove_image", args.remove_image)
         extravars.setdefault("vllm_teardown_remove_model", args.remove_model)
@@ -318,6 +348,26 @@ def command_doctor(args, extravars, report_dir, out=sys.stdout):
     return code or (0 if fleet["healthy"] else 1)
 
 
+def command_images(args, extravars, out=sys.stdout):
+    """The images playbook, then the fleet's images (and, after a save, what the archive holds)."""
+    with tempfile.TemporaryDirectory(prefix="images-") as folder:
+        listed = pathlib.Path(folder) / "images.json"
+        extravars.setdefault("vllm_image_archive_list_file", str(listed))
+        code = run_playbook(args, PLAYBOOKS[args.command], extravars, out)
+        if listed.exists():
+            images = json.loads(listed.read_text(encoding="utf-8"))
+            rows = [("image", "platform", "release", "hosts")] + [
+                (image["name"], image["platform"], image["release"], ", ".join(image["hosts"])) for image in images]
+            widths = [max(len(row[index]) for row in rows) for index in range(3)]
+            out.write("\n%s\n" % "\n".join("  ".join(cell.ljust(widths[index]) for index, cell in enumerate(row[:3]))
+                                             + "  " + row[3] for row in rows))
+    if args.action == "save" and code == 0:
+        archive = extravars["vllm_image_archive_path"]
+        out.write("\narchive: %s (%d bytes; its manifest.json and SHA256SUMS list every image)\n"
+                  % (archive, os.path.getsize(archive)))
+    return code
+
+
 def command_report(args, out=sys.stdout):
     if not args.from_facts:
         given = [option for option, value in (("-i", args.inventory), ("-l", args.limit), ("-e", args.extra_vars))
@@ -345,11 +395,27 @@ def build_parser():
              "report": "rebuild a report from fetched results",
              "teardown": "remove the containers and rendered files",
              "doctor": "name what is wrong on every host, with its evidence and fix (reads only)",
-             "collect": "pack a support bundle per host (secrets scrubbed) and a fleet index, with the diagnosis"}
-    for name in ("deploy", "verify", "bench", "report", "teardown", "doctor", "collect"):
+             "collect": "pack a support bundle per host (secrets scrubbed) and a fleet index, with the diagnosis",
+             "images": "list the images the fleet needs, save them to one checked archive, load it into the site "
+                       "registry or onto the hosts"}
+    for name in ("deploy", "verify", "bench", "report", "teardown", "doctor", "collect", "images"):
         sub = commands.add_parser(name, help=helps[name], description=helps[name],
                                   epilog="examples:\n" + textwrap.dedent(EXAMPLES[name]),
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == "images":
+            sub.add_argument("action", choices=("list", "save", "load"),
+                             help="list: the images (each host's fleet_image for its platform); save: pull them here "
+                                  "and write ARCHIVE with their SHA256 sums; load: check ARCHIVE whole, then push its "
+                                  "images into the registry the hosts pull from (fleet_image_registry_mirror), or with "
+                                  "--hosts load each host's onto it")
+            sub.add_argument("archive", nargs="?", help="the archive (save, load)")
+            sub.add_argument("--hosts", action="store_true", help="load: onto each host, for a site without a registry")
+            sub.add_argument("--registry", metavar="ADDRESS",
+                             help="load: push to this registry address (host[:port]) instead of the hosts' one, when "
+                                  "this machine reaches it by another name")
+            sub.add_argument("--pull-mirror", metavar="ADDRESS",
+                             help="save: pull from this mirror of the images' registry (as fleet_image_registry_mirror "
+                                  "names one) instead of the registry itself")
         if name == "report":
             sub.add_argument("report_dir", help="folder holding raw/<host>/<instance>.jsonl")
             sub.add_argument("--from-facts", action="store_true",
@@ -372,7 +438,7 @@ def build_parser():
                          help="set a variable (repeatable); values are parsed as JSON when they can be" + (
                              ". The suite reads it as every host's variable, over the inventory's, as a deploy "
                              "with the same -e set it" if name == "verify" else ""))
-        if name == "deploy":
+        if name in ("deploy", "images"):
             sub.add_argument("--check", action="store_true", help="show what would change, change nothing")
         if name == "bench":
             sub.add_argument("--preset", default="quick",
@@ -405,6 +471,8 @@ def main(argv=None):
     extravars, report_dir = playbook_vars(args)
     if args.command in ("doctor", "collect"):
         return command_doctor(args, extravars, report_dir)
+    if args.command == "images":
+        return command_images(args, extravars)
     return run_playbook(args, PLAYBOOKS[args.command], extravars, report_dir=report_dir)
 
 

@@ -16,6 +16,35 @@ def docker_platform(architecture):
                                  "an image this host runs" % (architecture,)) from None
 
 
+def vllm_image_archive_list(entries):
+    """The images a fleet needs, from each host's entry ({host, name, platform, pull_from, push_to, release}): one
+    per name and platform, with the hosts that run it, in the order of their first host.
+
+    Hosts that run one image are to pull it from one place and find it in one site registry; hosts that disagree
+    (two mirrors in one run) are refused, naming them, since one archive run cannot serve both."""
+    images = {}
+    for entry in entries:
+        image = images.setdefault((entry["name"], entry["platform"]), dict(
+            {field: entry[field] for field in ("name", "platform", "pull_from", "push_to", "release")}, hosts=[]))
+        for field, verb in (("pull_from", "is saved from"), ("push_to", "is loaded into the registry as")):
+            if entry[field] != image[field]:
+                raise AnsibleFilterError(
+                    "%s for %s %s %s for %s and %s for %s: one run saves or loads each image once. Fix: run the "
+                    "hosts of each registry on their own (-l), or give them the same fleet_image_registry_mirror"
+                    % (image["name"], image["platform"], verb, image[field], image["hosts"][0], entry[field],
+                       entry["host"]))
+        image["hosts"].append(entry["host"])
+    return list(images.values())
+
+
+def vllm_image_archive_pulled(pulls):
+    """The images of a loop of docker_image_pull over the list (its registered results), each with the ID of the
+    platform pulled: the image archive saves by ID, since a name holds the platform pulled last. In check mode a
+    pull that would be needed has no ID yet: "" then."""
+    return [dict(pull["item"], id=pull.get("image_id", "")) for pull in pulls["results"]]
+
+
 class FilterModule:
     def filters(self):
-        return {"docker_platform": docker_platform}
+        return {"docker_platform": docker_platform, "vllm_image_archive_list": vllm_image_archive_list,
+                "vllm_image_archive_pulled": vllm_image_archive_pulled}

@@ -14,7 +14,9 @@ from testinfra.utils.ansible_runner import AnsibleRunner
 
 from ascend_vllm_fleet import cli
 
-SUBCOMMANDS = ("deploy", "verify", "bench", "report", "teardown", "doctor", "collect")
+SUBCOMMANDS = ("deploy", "verify", "bench", "report", "teardown", "doctor", "collect", "images")
+# What a subcommand needs after its name to parse, where it needs anything.
+ARGUMENTS = {"report": ["reports/r", "--from-facts"], "images": ["list"]}
 WITHOUT_THE_VENV = "/usr/bin:/bin"
 
 
@@ -44,8 +46,7 @@ def test_every_documented_command_line_parses(where, line, capsys):
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)
 def test_every_subcommand_takes_inventory_limit_and_extra_vars(name):
-    argv = [name, "reports/r", "--from-facts"] if name == "report" else [name]
-    args = cli.build_parser().parse_args(argv + ["-i", "hosts.yml", "-l", "npu-a", "-e", "x=1", "--extra-vars",
+    args = cli.build_parser().parse_args([name] + ARGUMENTS.get(name, []) + ["-i", "hosts.yml", "-l", "npu-a", "-e", "x=1", "--extra-vars",
                                                  "y=2"])
     assert (args.inventory, args.limit, args.extra_vars) == ("hosts.yml", "npu-a", ["x=1", "y=2"])
 
@@ -84,7 +85,8 @@ def test_the_extra_vars_of_a_playbook_command_are_the_plays(name, tmp_path, monk
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all: {}\n")
     extra = ["-e", "vllm_bench_reports_dir=%s" % tmp_path, "-e", "doctor_report_dir=%s" % tmp_path]
-    cli.main([name, "-i", str(inventory), "-e", "fleet_api_key=sk-e", "-e", "vllm_server_port=9000"] + extra)
+    cli.main([name] + ARGUMENTS.get(name, []) + ["-i", str(inventory), "-e", "fleet_api_key=sk-e", "-e",
+                                                 "vllm_server_port=9000"] + extra)
     assert seen["playbook"] == str(cli.REPO / cli.PLAYBOOKS[name])
     assert seen["extravars"]["fleet_api_key"] == "sk-e" and seen["extravars"]["vllm_server_port"] == 9000
     assert "sk-e" not in seen["cmdline"]
@@ -198,7 +200,8 @@ def test_verify_names_an_inventory_it_cannot_read_to_set_extra_vars(tmp_path, mo
 @pytest.mark.parametrize("name", sorted(cli.PLAYBOOKS) + ["verify"])
 def test_without_an_inventory_a_command_takes_ansible_inventory_as_ansibles_tools_do(name, monkeypatch):
     monkeypatch.delenv("ANSIBLE_INVENTORY", raising=False)
-    assert cli.build_parser().parse_args([name]).inventory == str(cli.DEFAULT_INVENTORY)
+    argv = [name] + ARGUMENTS.get(name, [])[:1]
+    assert cli.build_parser().parse_args(argv).inventory == str(cli.DEFAULT_INVENTORY)
     monkeypatch.setenv("ANSIBLE_INVENTORY", "/srv/site/hosts.yml")
-    assert cli.build_parser().parse_args([name]).inventory == "/srv/site/hosts.yml"
-    assert cli.build_parser().parse_args([name, "-i", "other.yml"]).inventory == "other.yml"
+    assert cli.build_parser().parse_args(argv).inventory == "/srv/site/hosts.yml"
+    assert cli.build_parser().parse_args(argv + ["-i", "other.yml"]).inventory == "other.yml"
