@@ -76,7 +76,7 @@ def test_each_host_pulled_the_image_itself_from_the_mirror(fleet, deployed):
         assert len({line.split()[1] for line in images}) == 1, (name, images)
         assert fleet[name].inspect(NAME)["Config"]["Image"] == IMAGE
         daemon = json.loads(fleet[name].read_text("/etc/docker/daemon.json"))
-        assert daemon["insecure-registries"] == ["twin-registry:5000", "twin-registry:5001"]
+        assert daemon["insecure-registries"] == ["twin-registry:5000", "twin-registry:5001", "twin-registry:5002"]
         # The host's own settings (the twin's storage driver and cgroup) are merged, not overwritten.
         assert daemon["storage-driver"] in ("overlay2", "vfs") and daemon["cgroup-parent"]
 

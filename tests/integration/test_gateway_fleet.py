@@ -7,12 +7,14 @@ The fleet's hosts run the operating systems such fleets run: one Ascend host Deb
 the gateway UOS Server 20 (1070e), both of which install their packages with dnf from the site's mirror of their
 RPM repositories (the twin's package repository) and boot with firewalld on; and a Kylin V10 host whose Python 3.7
 runs no module, in the inventory only for the run that names it."""
+import contextlib
 import csv
 import io
 import json
 import re
 import shlex
 import socket
+import subprocess
 import threading
 import time
 
@@ -22,7 +24,7 @@ import yaml
 from monitoring_queries import ROLE, dashboard_queries
 from readme_commands import README_TEXT, changed_tasks, readme_block, recap, run_command
 
-from ansible_collections.ascend.fleet.plugins.module_utils import png_images
+from ansible_collections.ascend.fleet.plugins.module_utils import image_archive, png_images
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
     Client,
     ImageChat,
@@ -30,6 +32,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import 
     image_data_url,
 )
 from ascend_vllm_fleet import cli
+from twin.lifecycle import Twin
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as INSTANCE_PORT
 from twin_fleet import SMALL_BENCH, PlayFleet
@@ -489,7 +492,8 @@ def as_written(fleet, test, tmp_path, **overrides):
     gateway = fleet[GATEWAY].address
     replacements = [("inventory/<your-site>/hosts.yml", str(inventory)), ("inventory/<site>/hosts.yml", str(inventory)),
                     ("inventory/<site>", str(site)), ("inventory/twin/credentials", str(site / "credentials")),
-                    ("<twin-gw>", gateway), ("<gateway>", gateway), ("reports/", "%s/" % tmp_path)] + list(DEMO_HOSTS)
+                    ("<twin-gw>", gateway), ("<gateway>", gateway), ("reports/", "%s/" % tmp_path),
+                    ("/srv/carry/", "%s/carry/" % tmp_path)] + list(DEMO_HOSTS)
     outputs = {}
     for command in readme_block(TEST_FILE + test):
         ran = run_command(command, replacements, {"ANSIBLE_INVENTORY": str(inventory)})
@@ -689,24 +693,84 @@ def test_with_its_defect_accepted_the_canary_finds_the_engine_dead_on_an_image_a
         assert servers(fleet)["%s:%s" % (host, NAME)][0] == "UP"
 
 
-def test_a_roll_to_a_later_release_the_table_knows_good_passes_its_canary_and_serves_everywhere(fleet):
-    # The baseline was measured minutes ago, and the suite's other worker may have started or ended emulated
-    # aarch64 hosts since: this machine's load moved an equal image by up to 12 % here (benchmarks/
-    # canary_false_alarm.py --busy measures such drift). The test holds what a passing gate does; the gate's
-    # threshold against a slower image is held by the test above, at the default 10 %. The stand-in is as fast as
-    # every release.
-    run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + LATER, "-e", "fleet_canary_max_regression=0.25")
-    gated = run.results(GATE)
-    assert len(gated) == 1, run.stdout
-    (gate,) = list(gated.values())[0]["results"]
-    assert gate["passed"] and gate["baseline"]["image"].endswith("v0.18.0rc1-310p"), gate["line"]
-    assert run.rc == 0, run.stdout
+@contextlib.contextmanager
+def controller_tags_removed(*names):
+    """The names an images save or load leaves in this machine's Docker engine (the pulled release, its mirror's
+    name, the name pushed), removed when the block ends: the machine's disk is the suite's."""
+    try:
+        yield
+    finally:
+        subprocess.run(["docker", "rmi", *names], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def test_a_later_release_carried_in_an_archive_loads_into_an_empty_site_registry_and_rolls_from_it(
+        fleet, tmp_path):
+    """An offline site: the README's commands list the release's image, save it on the controller from the registry
+    that stands in for quay.io, and load the archive into the site's own registry, empty until then; a damaged copy
+    is refused by name; the roll to the release then pulls it from the site registry on every host, passes its
+    canary and serves."""
     for host in (HOST_A, HOST_B):
-        container = fleet[host].inspect(NAME)
-        assert container["Config"]["Image"] == LATER and container["State"]["Running"]
-        assert "--enforce-eager" in container["Args"]  # v0.19.1rc1 is built on CANN 8.5.1: eager, as the table says
-        assert servers(fleet)["%s:%s" % (host, NAME)][0] == "UP"
-        assert release_checks(run, host, "runner_on_ok") == []  # neither refused nor warned of
+        assert fleet[host].docker("image", "inspect", LATER, check=False).returncode != 0, "%s has %s" % (host, LATER)
+    twin = Twin()
+    (tmp_path / "carry").mkdir()
+    archive = tmp_path / "carry" / "fleet-images.tar"
+    with twin.site_registry() as (pushed_to, pulled_from), controller_tags_removed(
+            LATER, *(LATER.replace("quay.io", registry) for registry in (twin.registry, pushed_to))):
+        # What the site's inventory says: the registry the hosts pull from, over plain HTTP; and, for the twin, the
+        # addresses this machine reaches the registries by.
+        site = {"fleet_image_registry_mirror": pulled_from, "vllm_image_archive_registry_insecure": True,
+                "vllm_image_archive_pull_mirror": twin.registry, "vllm_image_archive_registry": pushed_to}
+        test = "test_a_later_release_carried_in_an_archive_loads_into_an_empty_site_registry_and_rolls_from_it"
+        outputs = as_written(fleet, test, tmp_path, **{host: site for host in fleet.hosts})
+        listed = [output for command, output in outputs.items() if " images list " in command][0]
+        assert re.search(r"^%s\s+linux/amd64\s+v0\.19\.1rc1, CANN 8\.5\.1, eager mode\s+%s, %s$" % (
+            re.escape(LATER), HOST_A, HOST_B), listed, re.M), listed
+        (held,) = image_archive.peek(str(archive))
+        assert (held["name"], held["platform"]) == (LATER, "linux/amd64")
+        tags = requests.get("http://%s/v2/ascend/vllm-ascend/tags/list" % pushed_to, timeout=10).json()["tags"]
+        assert tags == ["v0.19.1rc1-310p"], tags
+        # A copy with one byte changed in the image: refused, naming the copy and the member.
+        damaged = tmp_path / "carry" / "damaged.tar"
+        data = bytearray(archive.read_bytes())
+        data[len(data) // 2] ^= 1
+        damaged.write_bytes(bytes(data))
+        inventory = fleet.write(**{host: site for host in fleet.hosts})
+        ran = run_command("ascend-vllm-fleet images load %s -i %s -e fleet_image_version=v0.19.1rc1"
+                          % (damaged, inventory))
+        assert ran.code != 0 and "image archive %s is damaged: member %s" % (damaged, held["file"]) in ran.stdout, \
+            ran.stdout[-3000:]
+        assert sorted(path.name for path in (tmp_path / "carry").iterdir()) == ["damaged.tar", "fleet-images.tar"]
+        # A host of a site without a registry: the archive's image loaded onto it, so its roll pulls nothing.
+        ran = run_command("ascend-vllm-fleet images load %s --hosts -l %s -i %s -e fleet_image_version=v0.19.1rc1"
+                          % (archive, HOST_A, inventory))
+        assert ran.code == 0, ran.stdout[-3000:]
+        assert fleet[HOST_A].docker("image", "inspect", LATER, check=False).returncode == 0
+        assert sorted(path.name for path in (tmp_path / "carry").iterdir()) == ["damaged.tar", "fleet-images.tar"]
+        assert not fleet[HOST_A].exists("/var/tmp/" + held["file"].rsplit("/", 1)[1]), "the copy stays on the host"
+        # The baseline was measured minutes ago, and the suite's other worker may have started or ended emulated
+        # aarch64 hosts since: this machine's load moved an equal image by up to 12 % here (benchmarks/
+        # canary_false_alarm.py --busy measures such drift). The test holds what a passing gate does; the gate's
+        # threshold against a slower image is held by the test above, at the default 10 %. The stand-in is as fast
+        # as every release.
+        run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + LATER, "-e", "fleet_canary_max_regression=0.25",
+                         "-e", "fleet_image_registry_mirror=" + pulled_from)
+        gated = run.results(GATE)
+        assert len(gated) == 1, run.stdout
+        (gate,) = list(gated.values())[0]["results"]
+        assert gate["passed"] and gate["baseline"]["image"].endswith("v0.18.0rc1-310p"), gate["line"]
+        assert run.rc == 0, run.stdout
+        for host in (HOST_A, HOST_B):
+            container = fleet[host].inspect(NAME)
+            assert container["Config"]["Image"] == LATER and container["State"]["Running"]
+            assert "--enforce-eager" in container["Args"]  # v0.19.1rc1 is on CANN 8.5.1: eager, as the table says
+            assert servers(fleet)["%s:%s" % (host, NAME)][0] == "UP"
+            assert release_checks(run, host, "runner_on_ok") == []  # neither refused nor warned of
+        # HOST_B pulled it from the site registry; HOST_A ran the image loaded from the archive (which names no
+        # registry it came from).
+        digests = {host: json.loads(fleet[host].docker("image", "inspect", "--format", "{{json .RepoDigests}}",
+                                                       LATER).stdout) for host in (HOST_A, HOST_B)}
+        assert digests[HOST_A] == [] and len(digests[HOST_B]) == 1, digests
+        assert digests[HOST_B][0].startswith(pulled_from + "/ascend/vllm-ascend@sha256:"), digests
 
 
 def test_planned_replacements_fire_no_restart_alert_and_a_crash_loop_does(fleet):

@@ -114,6 +114,8 @@ BASE_REPOSITORY = "ascend-vllm-fleet-twin/debian-"
 REGISTRY_HOST_PORT = 5000
 # The same registry behind a login, as Huawei SWR or a site's own registry is: its account is in LOGIN_FILE.
 REGISTRY_LOGIN_PORT = 5001
+# An offline site's own registry, empty until an image archive is loaded into it (Twin.site_registry).
+SITE_REGISTRY_PORT = 5002
 LOGIN_FILE = "registry/login.json"
 STATE_FILE = "state.json"
 # The demo fleet: the seed's 4-card host first, then a 2-card one, cycled; its aarch64 hosts (`up --aarch64`) are
@@ -292,9 +294,9 @@ class Twin:
         except (urllib.error.URLError, OSError):
             return False
 
-    def start_registry(self, state, role, address, readonly, htpasswd=None):
-        """One registry process over the twin's storage; `role` names it in the state and its files; htpasswd, a
-        file of accounts it requires a login with."""
+    def start_registry(self, state, role, address, readonly, htpasswd=None, storage_folder=None):
+        """One registry process over the twin's storage (or storage_folder); `role` names it in the state and its
+        files; htpasswd, a file of accounts it requires a login with."""
         pids = state.setdefault("registry_pids", {})
         if pids.get(role) and self._is_our_registry(pids[role]) and self.registry_answers(address):
             return
@@ -303,8 +305,9 @@ class Twin:
             raise TwinError("%s is taken by another program%s" % (address, ": set TWIN_REGISTRY_PORT to a free port"
                                                                    if role == "push" else ""))
         folder = self.home / "registry"
-        (folder / "data").mkdir(parents=True, exist_ok=True)
-        storage = {"filesystem": {"rootdirectory": str(folder / "data")}, "delete": {"enabled": True}}
+        data = storage_folder or folder / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        storage = {"filesystem": {"rootdirectory": str(data)}, "delete": {"enabled": True}}
         if readonly:
             storage["maintenance"] = {"readonly": {"enabled": True}}
         config = folder / ("%s.yml" % role)
@@ -327,6 +330,43 @@ class Twin:
                 break
             time.sleep(0.1)
         raise TwinError("the registry did not start on %s; see %s" % (address, folder / ("%s.log" % role)))
+
+    @contextlib.contextmanager
+    def site_registry(self):
+        """An empty registry standing in for an offline site's own, which a carried image archive is loaded into
+        (`ascend-vllm-fleet images load`): yields (the address the controller pushes to, on loopback; the one the
+        hosts pull from, fleet.REGISTRY_NAME:SITE_REGISTRY_PORT, in the inventory's insecure-registries). Stopped
+        and emptied when the block ends."""
+        storage = self.home / "site-registry"
+        shutil.rmtree(str(storage), ignore_errors=True)
+        state = self.load_state()
+        push, hosts = "127.0.0.1:%d" % SITE_REGISTRY_PORT, "%s:%d" % (self.gateway(), SITE_REGISTRY_PORT)
+        try:
+            self.start_registry(state, "site-push", push, readonly=False, storage_folder=storage)
+            self.start_registry(state, "site-hosts", hosts, readonly=True, storage_folder=storage)
+            yield push, "%s:%d" % (fleet.REGISTRY_NAME, SITE_REGISTRY_PORT)
+        finally:
+            with self.edited_state() as current:
+                for role in ("site-push", "site-hosts"):
+                    pid = (current.get("registry_pids") or {}).pop(role, None)
+                    if pid:
+                        self.stop_registry(pid)
+            shutil.rmtree(str(storage), ignore_errors=True)
+
+    def stop_registry(self, pid):
+        """Stop a registry (or the package repository) of this twin, and reap it when this process started it."""
+        if not self._is_our_registry(pid):
+            return
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            if not self._is_our_registry(pid):
+                break
+            time.sleep(0.1)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        log("stopped a registry (pid %d)" % pid)
 
     def registry_account(self):
         """The htpasswd file of the registry behind a login; its account (a random password, made once) is in
@@ -801,17 +841,7 @@ class Twin:
                 for image in self.our_images(BASE_REPOSITORY):
                     docker("rmi", "-f", image, check=False)
         for pid in (state.get("registry_pids") or {}).values():
-            if self._is_our_registry(pid):
-                os.kill(pid, signal.SIGTERM)
-                for _ in range(50):
-                    if not self._is_our_registry(pid):
-                        break
-                    time.sleep(0.1)
-                try:
-                    os.waitpid(pid, 0)  # reap it when this process started it (tests do)
-                except ChildProcessError:
-                    pass
-                log("stopped a registry (pid %d)" % pid)
+            self.stop_registry(pid)
         if state.get("inventory") and pathlib.Path(state["inventory"]).exists():
             pathlib.Path(state["inventory"]).unlink()
             shutil.rmtree(pathlib.Path(state["inventory"]).parent / fleet.PACKAGES_DIR, ignore_errors=True)

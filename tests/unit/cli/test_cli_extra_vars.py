@@ -46,8 +46,8 @@ def test_every_documented_command_line_parses(where, line, capsys):
 
 @pytest.mark.parametrize("name", SUBCOMMANDS)
 def test_every_subcommand_takes_inventory_limit_and_extra_vars(name):
-    args = cli.build_parser().parse_args([name] + ARGUMENTS.get(name, []) + ["-i", "hosts.yml", "-l", "npu-a", "-e", "x=1", "--extra-vars",
-                                                 "y=2"])
+    options = ["-i", "hosts.yml", "-l", "npu-a", "-e", "x=1", "--extra-vars", "y=2"]
+    args = cli.build_parser().parse_args([name] + ARGUMENTS.get(name, []) + options)
     assert (args.inventory, args.limit, args.extra_vars) == ("hosts.yml", "npu-a", ["x=1", "y=2"])
 
 

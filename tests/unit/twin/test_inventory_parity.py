@@ -47,8 +47,10 @@ def test_every_example_setting_is_the_twins_too():
 def test_twin_settings_touch_no_path_or_name_a_real_site_uses():
     twin = load(TWIN / "group_vars/all.yml")
     mirror = twin["fleet_image_registry_mirror"]
-    # The mirror, and the same registry behind a login (tests/twin/lifecycle.py REGISTRY_LOGIN_PORT).
-    assert twin["docker_runtime_daemon_options"] == {"insecure-registries": [mirror, "twin-registry:5001"]}
+    # The mirror, the same registry behind a login, and the site registry an image archive loads into
+    # (tests/twin/lifecycle.py REGISTRY_LOGIN_PORT, SITE_REGISTRY_PORT).
+    assert twin["docker_runtime_daemon_options"] == {"insecure-registries": [mirror, "twin-registry:5001",
+                                                                             "twin-registry:5002"]}
     assert all(key.startswith("VLLM_TWIN_") for key in twin["vllm_server_extra_env"])
     # Disk checks: the same paths as the role's, only smaller sizes.
     default_paths = [check["path"] for check in role_default("ascend_preflight", "ascend_preflight_disk_checks")]
