@@ -54,6 +54,14 @@ options:
   registry_password:
     description: Password or token for C(registry_username), given to C(docker login --password-stdin). Never logged.
     type: str
+  refresh:
+    description:
+      - Pull even when the image is present, to have the tag as the registry serves it now (a host's image stays as
+        it is without it, so a roll replaces nothing unasked). Changed only when the pull brought another image.
+      - The image archive's save sets it, so that an archive holds what the registry serves, not what this machine
+        pulled long ago. In check mode a present image is reported as it is.
+    type: bool
+    default: false
   digest:
     description: Expected content digest of the image in its registry, C(sha256:) and 64 lowercase hex digits.
     type: str
@@ -447,12 +455,14 @@ def make_present(module):
         return dict(changed=True, attempts=0, msg="would pull %s; %s yet, which a real run needs: the "
                                                   "docker_runtime role installs the Docker CLI" % (source, error.why))
     wanted = params["platform"]
-    if image and (not digest or has_digest(image, digest)) and (not wanted or same_platform(image, wanted)):
+    present = image and (not digest or has_digest(image, digest)) and (not wanted or same_platform(image, wanted))
+    if present and (not params["refresh"] or module.check_mode):
         return dict(changed=False, image_id=image.get("Id"), repo_digests=image.get("RepoDigests") or [],
                     platform=platform_of(image), attempts=0)
     if module.check_mode:
         return dict(changed=True, attempts=0, msg="would pull %s" % (
             source if source == name else "%s as %s" % (source, name)))
+    before = image.get("Id") if present else None
     attempts = pull(params, source)
     image = inspect(docker, source)
     if image is None:
@@ -476,8 +486,10 @@ def make_present(module):
         if code != 0:
             raise PullError("`%s tag -- %s %s` failed: %s. Fix: check the Docker daemon (`docker info`)"
                             % (docker, source, name, err.strip() or "exit %s" % code), attempts=attempts)
-    return dict(changed=True, image_id=image.get("Id"), repo_digests=image.get("RepoDigests") or [],
-                platform=platform_of(image), attempts=attempts, pulled_from=source)
+    # A refresh that found the tag where it was changed nothing.
+    return dict(changed=not (present and image.get("Id") == before), image_id=image.get("Id"),
+                repo_digests=image.get("RepoDigests") or [], platform=platform_of(image), attempts=attempts,
+                pulled_from=source)
 
 
 def main():
@@ -494,6 +506,7 @@ def main():
             docker=dict(type="str", default="docker"),
             registry_username=dict(type="str"),
             registry_password=dict(type="str", no_log=True),
+            refresh=dict(type="bool", default=False),
         ),
         required_together=[("registry_username", "registry_password")],
         supports_check_mode=True,

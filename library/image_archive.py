@@ -146,6 +146,12 @@ FIELDS = {"save": ("name", "platform", "id"), "extract": ("name", "platform"), "
           "verify": ()}
 
 
+PUSH_FIX = ("check that this machine reaches the registry of %s and may push there (`docker login` to it for one "
+            "that needs an account; a registry over plain HTTP in the Docker engine's insecure-registries, and "
+            "insecure_registry set); when it reaches the registry by another address than the hosts do, push there "
+            "(ascend-vllm-fleet images load --registry ADDRESS)")
+
+
 class ArchiveError(Exception):
     """The archive's work could not be done; the message says why and how to fix it."""
 
@@ -171,12 +177,14 @@ def check_options(params, check_mode):
 
 
 def docker(params, *args, **kwargs):
-    """stdout of a Docker CLI call that must succeed; ArchiveError with its output otherwise."""
+    """stdout of a Docker CLI call that must succeed; ArchiveError with its output and fix otherwise (fix: what
+    to do, else to check the Docker engine)."""
+    fix = kwargs.pop("fix", "check the Docker engine on this machine (`docker info`) and its free disk")
     code, out, err = run_docker(params["docker"], *args, **kwargs)
     if code != 0:
         ended = "exit code %s" % code if code is not None else "timeout"
-        raise ArchiveError("`%s %s` failed (%s): %s"
-                           % (params["docker"], " ".join(args), ended, (err or out).strip()[-600:]))
+        raise ArchiveError("`%s %s` failed (%s): %s. Fix: %s"
+                           % (params["docker"], " ".join(args), ended, (err or out).strip()[-600:], fix))
     return out
 
 
@@ -293,14 +301,14 @@ def push(module):
             docker(params, "load", "--input", written[image_archive.key(entry)], timeout=params["timeout"])
             os.unlink(written[image_archive.key(entry)])
             docker(params, "tag", entry["id"], entry["pushed_as"])
-            docker(params, "push", entry["pushed_as"], timeout=params["timeout"])
+            docker(params, "push", entry["pushed_as"], timeout=params["timeout"], fix=PUSH_FIX % entry["pushed_as"])
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     insecure = ["--insecure"] if params["insecure_registry"] else []
     for target in lists:
         docker(params, "manifest", "create", "--amend", *(insecure + [target] + [
-            entry["pushed_as"] for entry in by_target[target]]))
-        docker(params, "manifest", "push", "--purge", *(insecure + [target]))
+            entry["pushed_as"] for entry in by_target[target]]), fix=PUSH_FIX % target)
+        docker(params, "manifest", "push", "--purge", *(insecure + [target]), fix=PUSH_FIX % target)
     return dict(changed=True, images=entries, msg="pushed %s%s" % (
         ", ".join(entry["pushed_as"] for entry in needed) or "no image",
         "; joined %s" % ", ".join(lists) if lists else ""))

@@ -365,3 +365,19 @@ def test_a_platform_docker_would_not_read_is_refused_before_any_call(tmp_path, p
     result = run_module("docker_image_pull", name=IMAGE, platform=platform, docker=docker)
     assert_refused(result, "platform %r" % platform, "os/architecture", "vllm_image_platform")
     assert calls() == []
+
+
+def test_refresh_pulls_a_present_image_and_is_changed_only_when_the_tag_moved(tmp_path):
+    """What an image archive's save asks: the tag as the registry serves it now, not a copy pulled long ago."""
+    docker, calls = fake_docker(tmp_path, inspect=(0, PRESENT))
+    same = run_module("docker_image_pull", name=IMAGE, docker=docker, delay=0, refresh=True)
+    assert not same["changed"] and same["attempts"] == 1 and len(pulls(calls)) == 1, same
+    assert run_module("docker_image_pull", name=IMAGE, docker=docker, delay=0)["attempts"] == 0
+    moved = json.dumps([{"Id": "sha256:" + "1b2c" * 16, "RepoDigests": []}])
+    (tmp_path / "moved").mkdir()
+    docker, calls = fake_docker(tmp_path / "moved", inspect=(0, PRESENT), after_pull=(0, moved))
+    newer = run_module("docker_image_pull", name=IMAGE, docker=docker, delay=0, refresh=True)
+    assert newer["changed"] and newer["image_id"] == "sha256:" + "1b2c" * 16, newer
+    checked = run_module("docker_image_pull", name=IMAGE, docker=docker, delay=0, refresh=True,
+                         _ansible_check_mode=True)
+    assert not checked["changed"] and checked["attempts"] == 0
