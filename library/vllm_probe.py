@@ -186,6 +186,17 @@ smoke_latency_s:
   returned: when smoke_test
   type: float
   sample: 5.9
+error:
+  description: What failed, without the container's name, its causes and its log (the first line of C(msg)).
+  returned: when the server did not become ready or failed the smoke request
+  type: str
+  sample: "the image request answered HTTP 500: EngineCore encountered an issue."
+causes:
+  description: The causes the doctor's log rules find in the container's log, each as its rule's name and meaning.
+  returned: when the server did not become ready or failed the smoke request
+  type: list
+  elements: str
+  sample: ["large_image_crash: a large image crashed the 310P engine (aicpu IndexPut, error 507018)"]
 logs:
   description:
     - Tail of the container's logs, on failure (empty without C(container)), or, in parentheses, why C(docker logs)
@@ -210,7 +221,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import (
     quote,
 )
 from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline, DeadlinePassed
-from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import CAUSE_PREFIX, log_causes
+from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import log_causes
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
     Client,
@@ -444,10 +455,10 @@ def probe(client, params, size):
         message = "%s: %s" % (where, error)
         causes = log_causes(logs.splitlines())
         if causes:
-            message += "\n%s%s" % (CAUSE_PREFIX, "; ".join(causes))
+            message += "\nCause, from the log: %s" % "; ".join(causes)
         if logs:
             message += "\n--- last %d lines of docker logs %s ---\n%s" % (params["log_lines"], where, logs)
-        raise ProbeFailed(message, logs=logs, **result) from None
+        raise ProbeFailed(message, logs=logs, error=str(error), causes=causes, **result) from None
     return result
 
 

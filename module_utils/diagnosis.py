@@ -347,9 +347,6 @@ def instance_findings(evidence, instance, settings, host_explained):
     return kept
 
 
-# How a failed readiness check (vllm_probe) names the causes log_causes found, on a line of its own.
-CAUSE_PREFIX = "Cause, from the log: "
-
 
 def log_causes(lines):
     """The causes the log rules find in a container's log lines, but those another found cause explains, each as

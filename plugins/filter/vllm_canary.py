@@ -1,5 +1,4 @@
 """The canary gate's judgment of a batch (roles/vllm_canary)."""
-from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import CAUSE_PREFIX as CAUSE
 
 
 def vllm_canary_batch_failures(batch, hostvars):
@@ -27,12 +26,9 @@ def vllm_canary_image_failures(probes, host):
         instance, size = result["item"]
         if "msg" not in result or instance["name"] in failures:
             continue
-        lines = result["msg"].splitlines()
-        # The probe names its container first, which the line names already.
-        first = lines[0][len(instance["name"]) + 2:] if lines[0].startswith(instance["name"] + ": ") else lines[0]
-        causes = [line[len(CAUSE):] for line in lines if line.startswith(CAUSE)]
-        failures[instance["name"]] = "%s %s: the %s image: %s" % (host, instance["name"], size,
-                                                                  "; ".join([first] + causes))
+        # A probe that could not run (a bad option) has no error of its own: its message is one line.
+        failures[instance["name"]] = "%s %s: the %s image: %s" % (host, instance["name"], size, "; ".join(
+            [result.get("error") or result["msg"]] + (result.get("causes") or [])))
     return failures
 
 

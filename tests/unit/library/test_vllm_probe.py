@@ -231,3 +231,5 @@ def test_an_engine_that_dies_of_the_image_is_named_with_its_cause_before_the_log
     cause = result["msg"].split("\nCause, from the log: ", 1)[1].split("\n", 1)[0]
     assert cause.startswith("large_image_crash: ") and "507018" in cause and "engine_dead" not in cause, cause
     assert result["msg"].index("Cause, from the log") < result["msg"].index("--- last 40 lines of docker logs")
+    # The same, as fields for a caller that reads them (the canary's image check).
+    assert result["causes"] == [cause] and result["error"].startswith("the image request answered HTTP 500")

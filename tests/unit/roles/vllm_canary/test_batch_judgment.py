@@ -26,8 +26,11 @@ def test_an_image_that_kills_a_replacement_is_told_once_by_its_size_and_cause_wi
     probes = {"results": [{"item": [a, "640x480"], "answer": "two squares"},
                           {"item": [a, "2560x1440"], "answer": "a screenshot"},
                           {"item": [b, "640x480"], "answer": "two squares"},
-                          {"item": [b, "1920x1080"], "msg": died, "failed": False},
-                          {"item": [b, "2560x1440"], "msg": "vllm-ascend-npu1: not ready: connection refused"}]}
+                          {"item": [b, "1920x1080"], "msg": died, "failed": False,
+                           "error": "the image request answered HTTP 500: EngineCore encountered an issue.",
+                           "causes": ["large_image_crash: an image crashed the 310P engine (error 507018)"]},
+                          {"item": [b, "2560x1440"], "msg": "vllm-ascend-npu1: not ready: connection refused",
+                           "error": "not ready: connection refused", "causes": []}]}
     assert vllm_canary_image_failures(probes, "npu-a") == {"vllm-ascend-npu1": (
         "npu-a vllm-ascend-npu1: the 1920x1080 image: the image request answered "
         "HTTP 500: EngineCore encountered an issue.; large_image_crash: an image crashed the 310P engine (error "
