@@ -347,7 +347,6 @@ def instance_findings(evidence, instance, settings, host_explained):
     return kept
 
 
-
 def log_causes(lines):
     """The causes the log rules find in a container's log lines, but those another found cause explains, each as
     `<rule>: <cause>`: what a failed readiness check names before its log excerpt (vllm_probe)."""
