@@ -361,7 +361,7 @@ def command_images(args, extravars, out=sys.stdout):
             widths = [max(len(row[index]) for row in rows) for index in range(3)]
             out.write("\n%s\n" % "\n".join("  ".join(cell.ljust(widths[index]) for index, cell in enumerate(row[:3]))
                                              + "  " + row[3] for row in rows))
-    if args.action == "save" and code == 0:
+    if args.action == "save" and code == 0 and not args.check:
         archive = extravars["vllm_image_archive_path"]
         out.write("\narchive: %s (%d bytes; its manifest.json and SHA256SUMS list every image)\n"
                   % (archive, os.path.getsize(archive)))

@@ -64,6 +64,12 @@ options:
         pushes follow its C(insecure-registries) setting.
     type: bool
     default: false
+  work_dir:
+    description:
+      - Where C(save) and C(push) write the images' C(docker save) files while they work (a folder of the run's own,
+        removed when it ends); they need room for every image. Default the archive's folder, which an archive on
+        read-only media does not allow.
+    type: path
   docker:
     description: The Docker CLI to run.
     type: str
@@ -188,6 +194,18 @@ def docker(params, *args, **kwargs):
     return out
 
 
+def work_folder(params, prefix):
+    """A folder of this run's own for the images' files (removed by the caller), in work_dir or beside the
+    archive."""
+    parent = params["work_dir"] or os.path.dirname(params["path"])
+    try:
+        return tempfile.mkdtemp(prefix=prefix, dir=parent)
+    except OSError as error:
+        raise ArchiveError("no working folder could be made in %s: %s. Fix: set work_dir (vllm_image_archive_work_dir) "
+                           "to a folder this run may write in, with room for the images" % (
+                               parent, error.strerror or error)) from None
+
+
 def size_text(size):
     return "%.1f GiB" % (size / 1024.0 ** 3) if size >= 1024 ** 3 else "%.0f MiB" % (size / 1024.0 ** 2)
 
@@ -227,7 +245,7 @@ def save(module):
         raise ArchiveError("%s: its folder does not exist. Fix: create it, or save the archive elsewhere" % path)
     if module.check_mode:
         return dict(changed=True, images=[], msg="would save %d image(s) to %s" % (len(wanted), path))
-    staging = tempfile.mkdtemp(prefix=".images-", dir=os.path.dirname(path))
+    staging = work_folder(params, ".save-")
     try:
         saved = []
         for number, (name, platform, image_id) in enumerate(wanted):
@@ -288,7 +306,7 @@ def push(module):
     lists = [target for target, group in by_target.items() if len(group) > 1 and (
         any(entry["pushed"] for entry in group) or "manifests" not in (registry_manifest(params, target) or {}))]
     needed = [entry for entry in entries if entry["pushed"]]
-    staging = tempfile.mkdtemp(prefix=".push-", dir=os.path.dirname(path))
+    staging = work_folder(params, ".push-")
     try:
         # Every member is checked before anything is loaded, whatever is needed.
         keys = [] if module.check_mode else [image_archive.key(entry) for entry in needed]
@@ -324,6 +342,7 @@ def main():
             insecure_registry=dict(type="bool", default=False),
             docker=dict(type="str", default="docker"),
             timeout=dict(type="int", default=3600),
+            work_dir=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -335,7 +354,8 @@ def main():
             result = dict(changed=False, images=images, msg="%s is sound: %d image(s)" % (params["path"], len(images)))
         else:
             result = {"save": save, "extract": extract, "push": push}[params["action"]](module)
-    except (ArchiveError, image_archive.ArchiveDamaged, OptionError) as error:
+    except (ArchiveError, image_archive.ArchiveDamaged, image_archive.ArchiveUnusable, OptionError, ValueError) \
+            as error:
         module.fail_json(msg=str(error))
     except Exception as error:  # anything unforeseen still names the archive, not a traceback
         module.fail_json(msg=unexpected_failure("%s of image archive %s" % (params["action"], params["path"]), error))

@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
 import hashlib
 import io
 import json
@@ -37,11 +38,18 @@ MANIFEST = "manifest.json"
 SUMS = "SHA256SUMS"
 IMAGES = "images/"
 CHUNK = 1 << 20
+# manifest.json and SHA256SUMS are read whole: a few KB for any fleet, so anything near this is no archive of ours.
+LISTING_MAX = 1 << 20
 _SUM_LINE = re.compile(r"^([0-9a-f]{64}) [ *](\S.*)$")
 
 
 class ArchiveNotFound(Exception):
     """The archive's path names no file."""
+
+
+class ArchiveUnusable(Exception):
+    """The archive cannot be read, or its images cannot be written, for a reason that is not its damage (a folder,
+    no permission, a full disk); the message names the path and the fix."""
 
 
 class ArchiveDamaged(Exception):
@@ -83,8 +91,11 @@ def write(path, images):
     all: a file beside it, renamed over path once complete. Returns the manifest's image entries."""
     entries = []
     for image in images:
-        entries.append({"name": image["name"], "platform": image["platform"], "id": image["id"],
-                        "file": member_file(image["name"], image["platform"]),
+        file = member_file(image["name"], image["platform"])
+        if any(entry["file"] == file for entry in entries):
+            raise ValueError("%s for %s and an earlier image would both be archived as %s: give one of them another "
+                             "name" % (image["name"], image["platform"], file))
+        entries.append({"name": image["name"], "platform": image["platform"], "id": image["id"], "file": file,
                         "sha256": sha256_file(image["saved"]), "size": os.path.getsize(image["saved"])})
     manifest = json.dumps({"format": FORMAT, "version": VERSION, "images": entries}, indent=1).encode()
     sums = "".join("%s  %s\n" % (digest, member) for member, digest in
@@ -104,12 +115,22 @@ def write(path, images):
                 info.mode = 0o644
                 with open(image["saved"], "rb") as member:
                     archive.addfile(info, member)
+            stream.flush()
+            os.fsync(stream.fileno())  # on disk before it takes the archive's name
         os.chmod(partial, 0o644)
         os.rename(partial, path)
     except BaseException:
         os.unlink(partial)
         raise
     return entries
+
+
+def _listing(path, archive, info):
+    """The bytes of manifest.json or SHA256SUMS, read whole once their size is a listing's."""
+    if info.size > LISTING_MAX:
+        raise ArchiveDamaged(path, "member %s is %d bytes, more than a listing of images can be"
+                             % (info.name, info.size))
+    return archive.extractfile(info).read()
 
 
 def _parse_manifest(path, data):
@@ -128,6 +149,12 @@ def _parse_manifest(path, data):
     if not (isinstance(images, list) and all(isinstance(entry, dict) and all(field in entry for field in fields)
                                              for entry in images)):
         raise ArchiveDamaged(path, "%s's images are not a list of %s" % (MANIFEST, ", ".join(fields)))
+    for entry in images:
+        # Each image's member is named by its name and platform: no other file of the archive is loaded as it.
+        if entry["file"] != member_file(entry["name"], entry["platform"]):
+            raise ArchiveDamaged(path, "%s gives %s for %s %s, whose member is %s" % (
+                MANIFEST, entry["file"], entry["name"], entry["platform"],
+                member_file(entry["name"], entry["platform"])))
     return images
 
 
@@ -150,7 +177,7 @@ def peek(path):
             info = archive.next()
             if info is None or info.name != MANIFEST or not info.isfile():
                 raise ArchiveDamaged(path, "it does not begin with %s" % MANIFEST)
-            return _parse_manifest(path, archive.extractfile(info).read())
+            return _parse_manifest(path, _listing(path, archive, info))
         except (tarfile.TarError, EOFError) as error:
             raise ArchiveDamaged(path, "it breaks in its first member (%s)" % error) from None
 
@@ -166,19 +193,22 @@ def read(path, extract=None, dest=None):
         return _read(path, extract, dest, written), written
     except BaseException:
         for file in written.values():
-            if os.path.exists(file):
+            if os.path.isfile(file):
                 os.unlink(file)
         raise
 
 
 def _open(path):
+    if not os.path.exists(path):
+        raise ArchiveNotFound("image archive %s does not exist. Fix: give the path of the archive `ascend-vllm-"
+                              "fleet images save` wrote" % path)
     try:
         return tarfile.open(path, mode="r:")
-    except (OSError, tarfile.TarError) as error:
-        if not os.path.exists(path):
-            raise ArchiveNotFound("image archive %s does not exist. Fix: give the path of the archive `ascend-vllm-"
-                                  "fleet images save` wrote" % path) from None
+    except tarfile.TarError as error:
         raise ArchiveDamaged(path, "it is not a tar archive (%s)" % error) from None
+    except OSError as error:
+        raise ArchiveUnusable("image archive %s cannot be read: %s. Fix: give the path of the archive file, readable "
+                              "by the user the run reads it as" % (path, error.strerror or error)) from None
 
 
 def _read(path, extract, dest, written):
@@ -194,10 +224,10 @@ def _read(path, extract, dest, written):
                 if not info.isfile():
                     raise ArchiveDamaged(path, "member %s is not a file" % member)
                 if member == MANIFEST and not seen - {MANIFEST}:
-                    images = _parse_manifest(path, archive.extractfile(info).read())
+                    images = _parse_manifest(path, _listing(path, archive, info))
                     continue
                 if member == SUMS and images is not None and len(seen) == 2:
-                    sums = _parse_sums(path, archive.extractfile(info).read())
+                    sums = _parse_sums(path, _listing(path, archive, info))
                     _check_listing(path, images, sums)
                     continue
                 if sums is None:
@@ -245,16 +275,26 @@ def _copy_hashing(path, archive, info, target):
     """The SHA256 of a member, read whole; written to target on the way when target is given."""
     digest, size = hashlib.sha256(), 0
     source = archive.extractfile(info)
-    out = open(target, "wb") if target else None
+    out = _writing(target, info.size, lambda: open(target, "wb")) if target else None
     try:
         for block in iter(lambda: source.read(CHUNK), b""):
             digest.update(block)
             size += len(block)
             if out:
-                out.write(block)
+                _writing(target, info.size, functools.partial(out.write, block))
     finally:
         if out:
-            out.close()
+            _writing(target, info.size, out.close)
     if size != info.size:
         raise ArchiveDamaged(path, "member %s is cut short (%d of %d bytes)" % (info.name, size, info.size))
     return digest.hexdigest()
+
+
+def _writing(target, size, write):
+    """write(), its failure (a full disk, a folder without permission) ArchiveUnusable naming target."""
+    try:
+        return write()
+    except OSError as error:
+        raise ArchiveUnusable("the image file %s could not be written: %s. Fix: free space there (this image needs "
+                              "%d bytes), or give the images a working folder with room that the run may write in"
+                              % (target, error.strerror or error, size)) from None

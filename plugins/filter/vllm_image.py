@@ -16,14 +16,22 @@ def docker_platform(architecture):
                                  "an image this host runs" % (architecture,)) from None
 
 
-def vllm_image_archive_list(entries):
-    """The images a fleet needs, from each host's entry ({host, name, platform, pull_from, push_to, release}): one
-    per name and platform, with the hosts that run it, in the order of their first host.
+def vllm_image_archive_list(entries, into_registry=False):
+    """The images a fleet needs, from each host's entry ({host, name, platform, pull_from, pulls_from, push_to,
+    release}): one per name and platform, with the hosts that run it, in the order of their first host.
 
     Hosts that run one image are to pull it from one place and find it in one site registry; hosts that disagree
-    (two mirrors in one run) are refused, naming them, since one archive run cannot serve both."""
+    (two mirrors in one run) are refused, naming them, since one archive run cannot serve both. into_registry (a
+    load into the site registry): hosts that pull their image by its registry's own name (no
+    fleet_image_registry_mirror) are refused, since what is pushed for them is not where they look."""
     images = {}
     for entry in entries:
+        if into_registry and entry["pulls_from"] == entry["name"]:
+            raise AnsibleFilterError(
+                "%s pulls %s from its own registry, not from a site registry: a load into a registry puts it where "
+                "the host does not look. Fix: set fleet_image_registry_mirror to the site registry's address (the "
+                "hosts then pull from it), or load onto the hosts (ascend-vllm-fleet images load ARCHIVE --hosts)"
+                % (entry["host"], entry["name"]))
         image = images.setdefault((entry["name"], entry["platform"]), dict(
             {field: entry[field] for field in ("name", "platform", "pull_from", "push_to", "release")}, hosts=[]))
         for field, verb in (("pull_from", "is saved from"), ("push_to", "is loaded into the registry as")):

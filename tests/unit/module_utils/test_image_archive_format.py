@@ -78,14 +78,36 @@ def test_an_archive_reads_back_what_was_written_and_sha256sum_checks_it(written,
     assert oct(os.stat(str(path)).st_mode & 0o777) == "0o644"
 
 
-def test_a_write_that_fails_leaves_the_previous_archive_and_no_partial_file(written, tmp_path):
+def test_a_write_that_fails_leaves_the_previous_archive_and_no_partial_file(written, tmp_path, monkeypatch):
+    """The second image fails half-way into the tar (a full disk, say): the archive there before is untouched."""
     path, entries, images = written
     before = path.read_bytes()
-    os.unlink(images[1]["saved"])
-    with pytest.raises(OSError):
+    added = []
+
+    def add_then_fail(self, info, fileobj=None):
+        added.append(info.name)
+        if len(added) == 4:
+            raise OSError(28, "No space left on device")
+        return original(self, info, fileobj)
+
+    original = tarfile.TarFile.addfile
+    monkeypatch.setattr(tarfile.TarFile, "addfile", add_then_fail)
+    with pytest.raises(OSError, match="No space left"):
         archive.write(str(path), images)
+    assert added[:3] == ["manifest.json", "SHA256SUMS", entries[0]["file"]]
     assert path.read_bytes() == before
-    assert not [name for name in os.listdir(str(tmp_path)) if name.endswith(".partial")]
+    assert sorted(os.listdir(str(tmp_path))) == ["fleet-images.tar", "saved-0.tar", "saved-1.tar"]
+
+
+def test_two_images_archived_under_one_member_name_are_refused_before_writing(tmp_path):
+    first, second = tmp_path / "1.tar", tmp_path / "2.tar"
+    first.write_bytes(b"1")
+    second.write_bytes(b"2")
+    with pytest.raises(ValueError, match="would both be archived as images/r_a_b_t_linux-arm64.tar"):
+        archive.write(str(tmp_path / "a.tar"), [
+            {"name": "r/a/b:t", "platform": "linux/arm64", "id": "sha256:1", "saved": str(first)},
+            {"name": "r/a_b:t", "platform": "linux/arm64", "id": "sha256:2", "saved": str(second)}])
+    assert not (tmp_path / "a.tar").exists()
 
 
 @pytest.mark.parametrize("cut", [100, 700, 1500, 3000, 200000, -100000, -1])
@@ -175,8 +197,9 @@ def test_a_file_that_is_no_tar_or_no_file_is_named(tmp_path):
         archive.read(str(tmp_path / "none.tar"))
 
 
-def test_a_consistent_manifest_naming_a_path_outside_is_extracted_inside_dest(tmp_path):
-    """Member names are the archive's, not the filesystem's: a member listed as ../../x is written as dest/x."""
+def test_a_consistent_manifest_naming_another_member_for_an_image_is_refused(tmp_path):
+    """The manifest and its sums agree, but the image's member is not its own name's (a path outside, or another
+    image's file): no file of the archive is loaded as an image it is not."""
     saved = tmp_path / "saved.tar"
     saved.write_bytes(b"image")
     digest = hashlib.sha256(b"image").hexdigest()
@@ -188,5 +211,29 @@ def test_a_consistent_manifest_naming_a_path_outside_is_extracted_inside_dest(tm
     retar(hostile, [("manifest.json", manifest), ("SHA256SUMS", sums), ("../../x", b"image")])
     dest = tmp_path / "a" / "b"
     dest.mkdir(parents=True)
-    _, files = archive.read(str(hostile), [ARM], str(dest))
-    assert files == {ARM: str(dest / "x")} and not (tmp_path / "x").exists()
+    refused(hostile, "manifest.json gives ../../x for %s linux/arm64, whose member is images/" % NAME,
+            extract=[ARM], dest=str(dest))
+    assert os.listdir(str(dest)) == [] and not (tmp_path / "x").exists()
+
+
+def test_a_listing_too_large_to_be_ours_is_refused_unread(written, tmp_path):
+    path, _, _ = written
+    parts = members(path)
+    huge = tmp_path / "huge.tar"
+    retar(huge, [("manifest.json", b" " * (archive.LISTING_MAX + 1))] + parts[1:])
+    refused(huge, "member manifest.json is %d bytes, more than a listing of images can be" % (archive.LISTING_MAX + 1))
+
+
+def test_what_is_not_the_archives_fault_is_not_called_damage(written, tmp_path):
+    """A folder given as the archive, or an image file that cannot be written (here: a folder in its place): named
+    for what they are, so that nobody copies tens of GB again for nothing."""
+    path, _, _ = written
+    with pytest.raises(archive.ArchiveUnusable, match="image archive %s cannot be read: " % tmp_path):
+        archive.read(str(tmp_path))
+    dest = tmp_path / "out"
+    (dest / "quay.io_ascend_vllm-ascend_v0.18.0rc1-310p_linux-amd64.tar").mkdir(parents=True)
+    with pytest.raises(archive.ArchiveUnusable) as caught:
+        archive.read(str(path), [AMD], str(dest))
+    assert str(caught.value).startswith("the image file %s could not be written: " % (
+        dest / "quay.io_ascend_vllm-ascend_v0.18.0rc1-310p_linux-amd64.tar"))
+    assert "Fix: free space there (this image needs 200001 bytes)" in str(caught.value)
