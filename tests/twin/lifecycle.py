@@ -20,6 +20,7 @@ import argparse
 import base64
 import contextlib
 import fcntl
+import functools
 import hashlib
 import ipaddress
 import json
@@ -214,9 +215,15 @@ def profile_choice(value):
     return host or EVERY_HOST, name
 
 
+@functools.lru_cache(maxsize=None)
+def release_table():
+    """The release table as its reader reads it, once per process."""
+    return vllm_releases.load()
+
+
 def releases_json():
-    """The release table as its reader reads it, for the stand-in image (whose Python has no YAML)."""
-    return json.dumps(vllm_releases.load(), indent=1, sort_keys=True)
+    """The release table, for the stand-in image (whose Python has no YAML)."""
+    return json.dumps(release_table(), indent=1, sort_keys=True)
 
 
 def release_tags():
@@ -224,7 +231,7 @@ def release_tags():
     served as its 310P tag, the stand-in as that release, taking its vLLM's `vllm serve` options only and dying of
     its defects."""
     return {"%s-310p" % version: "ENV VLLM_TWIN_RELEASE=%s" % version
-            for version in vllm_releases.load()["releases"] if version != SEED_RELEASE}
+            for version in release_table()["releases"] if version != SEED_RELEASE}
 
 
 class Twin:

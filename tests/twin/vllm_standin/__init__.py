@@ -1,4 +1,5 @@
 """Stand-in for the vllm-ascend 310P image's ``vllm`` command (twin only, never deployed to real hosts)."""
+import functools
 import json
 import os
 
@@ -18,5 +19,11 @@ def release():
     path = os.environ.get("VLLM_TWIN_RELEASES_FILE", "/opt/twin/releases.json")
     if not os.path.exists(path) and release_name() == SEED_RELEASE:
         return {"vllm": "0.18.0", "defects": []}
+    return _table(path)["releases"][release_name()]
+
+
+@functools.lru_cache(maxsize=None)
+def _table(path):
+    """The image's table, read once per process (the server asks for its release on every /version)."""
     with open(path) as handle:
-        return json.load(handle)["releases"][release_name()]
+        return json.load(handle)
