@@ -235,7 +235,7 @@ def save(module):
     wanted = [(image["name"], image["platform"], image.get("id") or "") for image in params["images"]]
     if os.path.exists(path):
         try:
-            images, _ = image_archive.read(path)
+            images = image_archive.read(path)[0]
         except image_archive.ArchiveDamaged:
             images = None
         if images is not None and sorted((entry["name"], entry["platform"], entry["id"]) for entry in images) \
@@ -268,7 +268,7 @@ def extract(module):
     entries = held(path, archive_call(image_archive.peek, path), params["images"])
     keys = [] if module.check_mode else [image_archive.key(entry) for entry in entries]
     # Every member is checked; the files of a damaged archive are removed again, so nothing of it is loaded.
-    _, written = archive_call(image_archive.read, path, keys, params["dest"])
+    written = archive_call(image_archive.read, path, keys, params["dest"])[1]
     if module.check_mode:
         return dict(changed=False, images=entries, msg="%s is sound; would write %d image file(s) to %s"
                     % (path, len(entries), params["dest"]))
@@ -282,7 +282,7 @@ def registry_manifest(params, name):
     """The manifest (or manifest list) the registry holds under name, None when it holds none or cannot be read
     (then the image is pushed)."""
     args = ["manifest", "inspect"] + (["--insecure"] if params["insecure_registry"] else []) + [name]
-    code, out, _ = run_docker(params["docker"], *args)
+    code, out = run_docker(params["docker"], *args)[:2]
     try:
         manifest = json.loads(out) if code == 0 else None
     except ValueError:
@@ -310,7 +310,7 @@ def push(module):
     try:
         # Every member is checked before anything is loaded, whatever is needed.
         keys = [] if module.check_mode else [image_archive.key(entry) for entry in needed]
-        _, written = archive_call(image_archive.read, path, keys, staging)
+        written = archive_call(image_archive.read, path, keys, staging)[1]
         if module.check_mode or not (needed or lists):
             return dict(changed=bool(needed or lists), images=entries, msg="%s is sound; %s" % (
                 path, "would push %s" % ", ".join(entry["pushed_as"] for entry in needed) if needed else
@@ -350,7 +350,7 @@ def main():
     try:
         check_options(params, module.check_mode)
         if params["action"] == "verify":
-            images, _ = archive_call(image_archive.read, params["path"])
+            images = archive_call(image_archive.read, params["path"])[0]
             result = dict(changed=False, images=images, msg="%s is sound: %d image(s)" % (params["path"], len(images)))
         else:
             result = {"save": save, "extract": extract, "push": push}[params["action"]](module)
