@@ -98,3 +98,19 @@ def test_a_host_that_fails_is_one_max_fail_percentage_counts(playbook):
         break
     else:
         pytest.fail("%s: no play takes the hosts' lock" % playbook)
+
+
+def test_every_report_goes_under_the_one_reports_folder_the_fleet_role_owns():
+    """fleet_reports_dir is the reports root: the benchmark's and the doctor's defaults name it, and no role makes
+    a reports path of its own (from playbook_dir, which is inside an installed collection, or the current folder)."""
+    fleet = yaml.safe_load((REPO / "roles/fleet/defaults/main.yml").read_text())
+    assert fleet["fleet_reports_dir"] == "{{ 'reports' | realpath }}"
+    bench = yaml.safe_load((REPO / "roles/vllm_bench/defaults/main.yml").read_text())
+    assert bench["vllm_bench_reports_dir"] == "{{ fleet_reports_dir }}"
+    doctor = (REPO / "roles/doctor/tasks/main.yml").read_text()
+    assert "doctor_report_dir or (fleet_reports_dir ~ '/doctor-'" in doctor
+    others = [str(path.relative_to(REPO)) for path in sorted((REPO / "roles").rglob("*.yml"))
+              if "reports" in path.read_text() and ("playbook_dir" in path.read_text()
+                                                    or "'reports' | realpath" in path.read_text())
+              and path != REPO / "roles/fleet/defaults/main.yml"]
+    assert others == []
