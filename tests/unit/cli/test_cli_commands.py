@@ -1,7 +1,9 @@
 """The command (ascend_vllm_fleet/cli.py) without a fleet: ansible-runner replaced by one that replays the events
 a run emits (the command on the twin: tests/integration/test_cli.py)."""
 import io
+import json
 
+import pytest
 from bench_events import BENCH_EVENTS, A, B
 
 from ascend_vllm_fleet import cli
@@ -37,3 +39,62 @@ def test_bench_plan_runs_the_playbook_in_check_mode_and_prints_the_plan(tmp_path
     assert out.getvalue().count("benchmark plan") == 1 and "longest: npu-a, estimated 39s" in out.getvalue()
     args = cli.build_parser().parse_args(["bench", "-i", str(inventory)])
     assert not args.plan
+
+
+def test_images_passes_its_action_archive_and_options_to_the_play_and_prints_the_list(tmp_path, monkeypatch):
+    """`images save ARCHIVE --pull-mirror M` runs playbooks/images.yml with the archive's absolute path and the
+    mirror, and prints the list the play wrote; `load --hosts` loads onto the hosts."""
+    import ansible_runner
+
+    seen = {}
+
+    class Run:
+        rc = 0
+        stats = {"ok": {"npu-a": 3}, "changed": {}}
+
+        class config:
+            ident = "20261205T000000Z-images"
+
+    def fake_run(**settings):
+        arguments = settings["cmdline"].split()
+        with open(arguments[arguments.index("-e") + 1][1:], encoding="utf-8") as handle:
+            seen.update(json.load(handle))
+        with open(seen["vllm_image_archive_list_file"], "w", encoding="utf-8") as handle:
+            json.dump([{"name": "quay.io/ascend/vllm-ascend:v0.19.1rc1-310p", "platform": "linux/arm64",
+                               "release": "v0.19.1rc1, CANN 8.5.1, eager mode", "hosts": ["npu-a", "npu-b"]}], handle)
+        (tmp_path / "carry.tar").write_bytes(b"x" * 10)
+        return Run
+
+    monkeypatch.setattr(ansible_runner, "run", fake_run)
+    monkeypatch.chdir(tmp_path)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all: {}\n")
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["images", "save", "carry.tar", "-i", str(inventory), "--pull-mirror",
+                                          "quay.nju.edu.cn"])
+    extravars, _report_dir = cli.playbook_vars(args)
+    assert cli.command_images(args, extravars, out=out) == 0
+    assert seen["vllm_image_archive_action"] == "save" and seen["vllm_image_archive_path"] == str(
+        tmp_path / "carry.tar") and seen["vllm_image_archive_pull_mirror"] == "quay.nju.edu.cn"
+    printed = out.getvalue()
+    assert "quay.io/ascend/vllm-ascend:v0.19.1rc1-310p  linux/arm64  v0.19.1rc1, CANN 8.5.1, eager mode  npu-a, " \
+           "npu-b" in printed, printed
+    assert "archive: %s (10 bytes;" % (tmp_path / "carry.tar") in printed
+    args = cli.build_parser().parse_args(["images", "load", "carry.tar", "--hosts", "-i", str(inventory)])
+    assert cli.playbook_vars(args)[0]["vllm_image_archive_load_into"] == "hosts"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["images", "save"], "ascend-vllm-fleet images save: the archive's path is missing. Fix: ascend-vllm-fleet "
+                         "images save ARCHIVE"),
+    (["images", "list", "a.tar"], "ascend-vllm-fleet images list: a.tar: list takes no archive"),
+    (["images", "save", "a.tar", "--hosts"], "ascend-vllm-fleet images save: --hosts: not used here"),
+    (["images", "load", "a.tar", "--hosts", "--registry", "r:5000"], "images load: --registry: not used here"),
+    (["images", "load", "a.tar", "--pull-mirror", "m"], "images load: --pull-mirror: not used here"),
+])
+def test_images_refuses_what_its_action_does_not_take(argv, expected, tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all: {}\n")
+    with pytest.raises(SystemExit) as refused:
+        cli.playbook_vars(cli.build_parser().parse_args(argv + ["-i", str(inventory)]))
+    assert expected in str(refused.value), str(refused.value)
