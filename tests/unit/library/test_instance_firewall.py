@@ -41,9 +41,11 @@ def guard(host, check_mode=False, **args):
     args.setdefault("unit_file", str(host / "systemd/ascend-fleet-firewall.service"))
     if check_mode:
         args["_ansible_check_mode"] = True
-    prepare = ("import os\nos.environ['FAKE_IPTABLES_STATE'] = %r\nmodule.SYSTEMD_RUNNING = %r\n"
-               "module.Firewall.daemon_reload = staticmethod(lambda: None)" % (str(host / "filter.json"),
-                                                                              str(host / "run-systemd")))
+    prepare = ("import os\nos.environ['FAKE_IPTABLES_STATE'] = %r\n"
+               "from ansible_collections.ascend.fleet.plugins.module_utils import firewall_rules\n"
+               "firewall_rules.SYSTEMD_RUNNING = %r\n"
+               "firewall_rules.Firewall.daemon_reload = staticmethod(lambda: None)" % (str(host / "filter.json"),
+                                                                                     str(host / "run-systemd")))
     return run_module("instance_firewall", prepare=prepare, **args)
 
 
