@@ -29,7 +29,7 @@ UNFORESEEN = {
                   "recording the serving plan in /tmp/plan.json"),
     "vllm_plan_info": ({"path": "/tmp/plan.json", "host": "npu-a"}, "read", "reading the serving plan /tmp/plan.json"),
     "model_download": ({"path": "/tmp/m", "source": "modelscope", "repo": "Qwen/Qwen3-VL-8B-Instruct",
-                        "revision": "master", "token": SECRET}, "Download.run",
+                        "revision": "master", "token": SECRET}, "download",
                         "downloading Qwen/Qwen3-VL-8B-Instruct into /tmp/m"),
     "host_tuning": ({"sysctls": {"vm.swappiness": 0}}, "governor_setting", "reading the host's tuning"),
     "haproxy_server": ({"backend": "vllm_instances", "server": "npu-node-01:vllm-ascend", "state": "drain"}, "apply",
