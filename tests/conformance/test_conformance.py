@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
+from ansible_collections.ascend.fleet.plugins.module_utils import load_test
 
 from . import cases, golden, rendered, servers, transcript
 
@@ -142,10 +142,11 @@ def test_the_benchmark_measures_real_vllm_as_its_engine_logs_it(real, concurrenc
 
 
 def test_the_probe_passes_against_real_vllm_with_and_without_a_key(real):
+    from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline
     from ansible_collections.ascend.fleet.plugins.modules import vllm_probe as probe
     for name, key in (("plain", None), ("guarded", cases.API_KEY)):
         client = probe.Client(real[name].url, key, 60)
         assert client.models() == [cases.MODEL]
         answer = probe.smoke(client, {"model": cases.MODEL, "prompt": cases.module_default("vllm_probe", "prompt"),
-                                      "max_tokens": 16, "request_timeout": 60}, (640, 480))
+                                      "max_tokens": 16, "request_timeout": 60}, (640, 480), Deadline(120))
         assert answer["answer"] and answer["usage"]["completion_tokens"] >= 1

@@ -7,7 +7,8 @@ import time
 import pytest
 from standin_process import MODEL, LocalStandin
 
-from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as bench
+from ansible_collections.ascend.fleet.plugins.module_utils import load_test as bench
+from ansible_collections.ascend.fleet.plugins.module_utils import openai_client
 from conftest import free_port
 
 
@@ -156,7 +157,7 @@ def test_bad_input_names_the_option(overrides, message):
 
 def test_unreachable_url_and_unknown_model_are_explained(standin):
     closed = "http://127.0.0.1:%d" % free_port()
-    with pytest.raises(bench.ClientError, match="cannot reach %s/v1/models" % closed):
+    with pytest.raises(openai_client.ClientError, match="cannot reach %s/v1/models" % closed):
         bench.run(params(base_url=closed))
     server = standin()
     with pytest.raises(bench.BenchmarkError, match="model 'gpt-4' is not served at .*; it serves: %s" % MODEL):

@@ -7,7 +7,7 @@ import pytest
 from standin_process import LocalStandin
 
 from ansible_collections.ascend.fleet.plugins.module_utils import bench_record
-from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as bench
+from ansible_collections.ascend.fleet.plugins.module_utils import load_test as bench
 
 CAPACITY = 6
 # The seed's concurrency axis: the search's range, and the matrix it is weighed against.

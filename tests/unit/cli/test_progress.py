@@ -2,13 +2,13 @@
 load-test module's estimate, and the lines they read as."""
 import pytest
 
-from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark
+from ansible_collections.ascend.fleet.plugins.module_utils import load_test
 from ansible_collections.ascend.fleet.plugins.plugin_utils import progress
 
 # The quick preset's shape, smaller: 1 image size x 2 output lengths x 2 concurrency levels, as the load-test
 # module's check mode plans it (its result's `planned`).
 MATRIX = {"image_sizes": ["640x480"], "max_tokens": [32, 8], "concurrency": [1, 4], "requests_per_group": 4}
-PLANNED = vllm_benchmark.planned_groups(dict(MATRIX, estimate_seconds_per_token=0.09))
+PLANNED = load_test.planned_groups(dict(MATRIX, estimate_seconds_per_token=0.09))
 ESTIMATE_S = 100.0
 
 
@@ -26,7 +26,7 @@ def running(number, max_tokens, concurrency, done, total=4):
 
 
 def test_shares_follow_the_modules_own_estimate_of_each_group():
-    from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
+    from ansible_collections.ascend.fleet.plugins.module_utils import load_test
     params = dict(MATRIX, estimate_seconds_per_token=0.09)
     expected = [load_test.estimate_seconds([g], params) for g in load_test.plan(params)]
     shares = progress.group_shares(PLANNED)
@@ -163,8 +163,8 @@ def test_plan_line_from_the_modules_check_mode_result():
 
 
 def test_a_plan_says_once_what_its_estimates_are_based_on():
-    seed = vllm_benchmark.estimate_basis({"estimate_seconds_per_token": vllm_benchmark.SEED_SECONDS_PER_TOKEN})
-    given = vllm_benchmark.estimate_basis({"estimate_seconds_per_token": 0.002})
+    seed = load_test.estimate_basis({"estimate_seconds_per_token": load_test.SEED_SECONDS_PER_TOKEN})
+    given = load_test.estimate_basis({"estimate_seconds_per_token": 0.002})
     entries = [progress.plan_entry({"item": {"name": name}, "planned_groups": 4, "planned_requests": 16,
                                     "estimated_seconds": 38.9, "estimate_basis": basis})
                for name, basis in (("a", seed), ("b", seed), ("c", given))]
@@ -177,7 +177,7 @@ def test_a_plan_says_once_what_its_estimates_are_based_on():
 
 def test_a_capacity_searchs_probe_reads_as_the_search_and_the_users_it_probes():
     search = dict(MATRIX, search="concurrency", search_probe_requests=16, estimate_seconds_per_token=0.09)
-    shares = progress.group_shares(vllm_benchmark.planned_groups(search))
+    shares = progress.group_shares(load_test.planned_groups(search))
     probing = dict(running(2, 8, 4, 5, total=20), probe="closed", groups_total=2)
     status = progress.instance_status("vllm-ascend", probing, [], set(), shares, ESTIMATE_S, 10.0)
     assert progress.describe(status, eta_s=5) == (

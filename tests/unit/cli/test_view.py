@@ -10,14 +10,14 @@ import yaml
 from bench_events import BENCH_EVENTS, INSTANCES, A, B, task_start
 from rich.console import Console
 
+from ansible_collections.ascend.fleet.plugins.module_utils import load_test
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import append_result
-from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark
 from ansible_collections.ascend.fleet.plugins.plugin_utils import progress, report
 from ascend_vllm_fleet import view
 from conftest import REPO
 
 MATRIX = {"image_sizes": ["640x480"], "max_tokens": [32, 8], "concurrency": [1, 4], "requests_per_group": 4}
-PLANNED = vllm_benchmark.planned_groups(dict(MATRIX, estimate_seconds_per_token=0.09))
+PLANNED = load_test.planned_groups(dict(MATRIX, estimate_seconds_per_token=0.09))
 
 
 class Clock:
@@ -241,7 +241,7 @@ def test_the_view_is_live_exactly_when_the_output_is_a_terminal(isatty, live):
 
 def test_the_commands_plan_says_once_what_its_estimates_are_based_on():
     """`bench --plan` shows the module's estimates; from the seed's 310P timings, they are not the twin's pace."""
-    basis = vllm_benchmark.estimate_basis({"estimate_seconds_per_token": vllm_benchmark.SEED_SECONDS_PER_TOKEN})
+    basis = load_test.estimate_basis({"estimate_seconds_per_token": load_test.SEED_SECONDS_PER_TOKEN})
     entries = [progress.plan_entry({"item": {"name": name}, "planned_groups": 2,
                                     "planned_requests": 16, "estimated_seconds": 60, "estimate_basis": basis})
                for name in ("vllm-ascend-npu1", "vllm-ascend-npu4")]

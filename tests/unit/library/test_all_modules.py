@@ -20,7 +20,7 @@ UNFORESEEN = {
     "vllm_probe": ({"model": "Qwen3-VL-8B-Instruct", "api_key": SECRET, "base_url": "http://127.0.0.1:9", "timeout": 1},
                    "probe", "probing http://127.0.0.1:9"),
     "vllm_benchmark": ({"api_key": SECRET, "base_url": "http://127.0.0.1:9", "_ansible_check_mode": True},
-                       "plan", "the load test of http://127.0.0.1:9"),
+                       "run", "the load test of http://127.0.0.1:9"),
     "npu_holders": ({"docker": "/nonexistent/docker"}, "processes", "listing what holds the NPU device nodes in /dev"),
     "vllm_instance": ({"name": "vllm-ascend", "script": "/tmp/none.sh", "env_file": "/tmp/none.env", "state": "absent",
                        "api_key": SECRET}, "run", "vllm_instance vllm-ascend (state absent)"),

@@ -15,14 +15,13 @@ from fake_vllm import MODEL, Handler, Scripted, scripted, server, serving  # noq
 from module_runs import SECRET, assert_refused, run_module
 from PIL import Image
 
-from ansible_collections.ascend.fleet.plugins.module_utils import bench_record
+from ansible_collections.ascend.fleet.plugins.module_utils import bench_record, load_test, openai_client
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
     hold_results,
     progress_file,
     read_progress,
     read_results,
 )
-from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
 from conftest import free_port, png_image
 
 
@@ -205,9 +204,9 @@ def test_the_key_is_read_from_the_servers_env_file(server, tmp_path):  # noqa: F
     client = load_test.validate(params(base_url=server, api_key_file=str(env_file)))
     assert client.headers["Authorization"] == "Bearer sk-from-env-file"
     env_file.write_text("OTHER=1\n")
-    with pytest.raises(load_test.ClientError, match="holds no VLLM_API_KEY=<key> line.*Fix: "):
+    with pytest.raises(openai_client.ClientError, match="holds no VLLM_API_KEY=<key> line.*Fix: "):
         load_test.validate(params(base_url=server, api_key_file=str(env_file)))
-    with pytest.raises(load_test.ClientError, match="cannot be read .*FileNotFoundError"):
+    with pytest.raises(openai_client.ClientError, match="cannot be read .*FileNotFoundError"):
         load_test.validate(params(base_url=server, api_key_file=str(tmp_path / "missing.env")))
 
 
@@ -224,7 +223,7 @@ def test_a_progress_file_that_cannot_be_written_does_not_stop_the_run(server, tm
 # --- the request bodies, each with its own image ------------------------------------------------------------------
 
 def test_load_test_bodies_are_json_with_their_own_image():
-    from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
+    from ansible_collections.ascend.fleet.plugins.module_utils import load_test
     params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
     params.update(prompt='say "ascend-vllm-fleet:image-url"')
     bodies = load_test.LoadTest(params, None, "Qwen3-VL-8B-Instruct").bodies(
@@ -242,7 +241,7 @@ def test_load_test_bodies_are_json_with_their_own_image():
 
 
 def test_shared_images_make_one_body():
-    from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
+    from ansible_collections.ascend.fleet.plugins.module_utils import load_test
     params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
     params.update(unique_images=False)
     bodies = load_test.LoadTest(params, None, "m").bodies({"image_size": "64x48", "max_tokens": 8, "concurrency": 1,
@@ -574,7 +573,7 @@ class InlineThread:
 def test_open_loop_arrivals_come_at_the_rate_with_the_burstiness_asked(monkeypatch, burstiness, spread):
     """The gaps between sends average 1/rate, with the coefficient of variation of a gamma of that shape
     (1/sqrt(burstiness)): 1 for a Poisson process, 2 for a shape of 0.25."""
-    from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as bench
+    from ansible_collections.ascend.fleet.plugins.module_utils import load_test as bench
     clock = VirtualClock()
     monkeypatch.setattr(bench, "time", clock)
     # Each request runs to its end when it is sent, so that it reads the clock at its arrival.

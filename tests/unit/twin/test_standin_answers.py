@@ -220,7 +220,7 @@ def test_the_progress_file_says_which_answer_check_asks(standin, tmp_path, monke
     take a slow check for a hung run."""
     base_url, _answers = standin
     results = tmp_path / "vllm-ascend.jsonl"
-    from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
+    from ansible_collections.ascend.fleet.plugins.module_utils import load_test
     written = []
     real_update = load_test.ProgressWriter.update
 
