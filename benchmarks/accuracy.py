@@ -40,8 +40,7 @@ import time
 import ascend_vllm_fleet  # noqa: F401  (Ansible's collection loader, for the collection's code below)
 
 # isort: split
-from ansible_collections.ascend.fleet.plugins.module_utils import bench_record, openai_client, png_images
-from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark as load_test
+from ansible_collections.ascend.fleet.plugins.module_utils import bench_record, load_test, openai_client, png_images
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 percentile = bench_record.percentile

@@ -33,8 +33,8 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "collections"))
 from standin_process import LocalStandin  # noqa: E402
 
+from ansible_collections.ascend.fleet.plugins.module_utils import load_test  # noqa: E402
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_baseline import compare  # noqa: E402
-from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark  # noqa: E402
 
 SLOWDOWN = 1.3
 
@@ -48,9 +48,9 @@ def settings():
 
 
 def measure(server, preset):
-    params = {name: spec.get("default") for name, spec in vllm_benchmark.ARGUMENT_SPEC.items()}
+    params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
     params.update(preset, base_url=server.url, answer_check="none")
-    return vllm_benchmark.run(params)["groups"]
+    return load_test.run(params)["groups"]
 
 
 def spin():

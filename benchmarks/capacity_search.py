@@ -33,14 +33,14 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "collections"))
 from standin_process import LocalStandin  # noqa: E402
 
-from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark  # noqa: E402
+from ansible_collections.ascend.fleet.plugins.module_utils import load_test  # noqa: E402
 
 ROLE = yaml.safe_load((REPO / "roles/vllm_bench/defaults/main.yml").read_text())
 SEED = ROLE["vllm_bench_presets"]["seed"]
 
 
 def params(server, **overrides):
-    values = {name: spec.get("default") for name, spec in vllm_benchmark.ARGUMENT_SPEC.items()}
+    values = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
     values.update(base_url=server.url, warmup_requests=0, answer_check="none", image_sizes=SEED["image_sizes"],
                   max_tokens=SEED["max_tokens"], concurrency=SEED["concurrency"])
     values.update(overrides)
@@ -49,7 +49,7 @@ def params(server, **overrides):
 
 def timed(values):
     started = time.monotonic()
-    return vllm_benchmark.run(values), time.monotonic() - started
+    return load_test.run(values), time.monotonic() - started
 
 
 def agrees(found, measured, target):
@@ -80,7 +80,7 @@ def main():
         for capacity in (int(value) for value in args.capacities.split(",")):
             server = LocalStandin(pathlib.Path(folder, str(capacity)), speed=args.speed, max_num_seqs=capacity)
             try:
-                slos = {tokens: {"p95_latency_s": round(1.5 * vllm_benchmark.run(params(
+                slos = {tokens: {"p95_latency_s": round(1.5 * load_test.run(params(
                     server, image_sizes=SEED["image_sizes"][:1], max_tokens=[tokens], concurrency=[1],
                     requests_per_group=4))["groups"][0]["p95_latency_s"], 4)} for tokens in SEED["max_tokens"]}
                 matrix, matrix_s = timed(params(server, requests_per_group=SEED["requests_per_group"]))

@@ -25,7 +25,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "collections"), str(REPO / "tests")]
 from conformance import cases, golden, rendered  # noqa: E402
 
-from ansible_collections.ascend.fleet.plugins.modules import vllm_benchmark  # noqa: E402
+from ansible_collections.ascend.fleet.plugins.module_utils import load_test  # noqa: E402
 from twin.vllm_standin import cli as standin_cli  # noqa: E402
 from twin.vllm_standin.images import image_tokens  # noqa: E402
 from twin.vllm_standin.server import image_dimensions, pixel_cap, prompt_stats  # noqa: E402
@@ -58,13 +58,13 @@ def request_bodies(bench):
     model = rendered.role_defaults()["served_name"]
     bodies = {}
     for preset in bench["vllm_bench_presets"].values():
-        params = {name: spec.get("default") for name, spec in vllm_benchmark.ARGUMENT_SPEC.items()}
+        params = {name: spec.get("default") for name, spec in load_test.ARGUMENT_SPEC.items()}
         params.update(preset, prompt=bench["vllm_bench_prompt"], ignore_eos=bench["vllm_bench_ignore_eos"],
                       unique_images=bench["vllm_bench_unique_images"])
-        load_test = vllm_benchmark.LoadTest(params, None, model)
-        for group in vllm_benchmark.plan(params):
+        tester = load_test.LoadTest(params, None, model)
+        for group in load_test.plan(params):
             if group["image_size"] not in bodies:
-                (body,) = load_test.bodies(dict(group, requests=1))
+                (body,) = tester.bodies(dict(group, requests=1))
                 bodies[group["image_size"]] = json.loads(body)
     return bodies
 
