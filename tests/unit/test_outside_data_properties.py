@@ -12,8 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from report_rows import group, write
 
-from ansible_collections.ascend.fleet.plugins.module_utils import bench_record, npu_smi, openai_client, serving_plan
-from ansible_collections.ascend.fleet.plugins.modules import model_download
+from ansible_collections.ascend.fleet.plugins.module_utils import (
+    bench_record,
+    model_fetch,
+    npu_smi,
+    openai_client,
+    serving_plan,
+)
 from ansible_collections.ascend.fleet.plugins.plugin_utils import report
 
 # Shared machines: no deadline per example, a bounded number of examples per property; no example database (each
@@ -85,10 +90,10 @@ def test_a_plan_file_of_any_bytes_is_a_plan_or_a_refusal(tmp_path_factory, conte
 @PROPERTY
 @given(name=st.text(max_size=60))
 def test_a_hub_file_name_it_accepts_stays_inside_the_model_folder(name):
-    if model_download.path_problem(name) is None:
+    if model_fetch.path_problem(name) is None:
         folder = "/data/models/m"
         assert os.path.normpath(os.path.join(folder, name)).startswith(folder + os.sep)
-        assert not name.startswith((model_download.PARTS, model_download.RECORD))
+        assert not name.startswith((model_fetch.PARTS, model_fetch.RECORD))
 
 
 @PROPERTY
