@@ -140,6 +140,12 @@ recovered:
   description: What an interrupted run had set aside was put back first (in check mode, would be).
   returned: state is started
   type: bool
+files_changed:
+  description:
+    - The instance's script or env file were written because they differed from its spec (in check mode, would
+      be); always with C(replace).
+  returned: state is started
+  type: bool
 error:
   description: Why the new or restarted container did not start (Docker's words), or null; the task still succeeds.
   returned: state is started

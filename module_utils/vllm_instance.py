@@ -242,7 +242,7 @@ class Instance:
 
 def apply(instance, check_mode):
     """The instance as its spec says: an interrupted run's set-aside container restored first, then kept, started
-    or replaced. Returns the module's result: changed, action, set_aside, recovered, error."""
+    or replaced. Returns the module's result: changed, action, set_aside, recovered, files_changed, error."""
     state = instance.inspect()
     recovered = state["aside"] is not None or os.path.lexists(instance.script + ASIDE)
     if recovered and not check_mode:
@@ -252,19 +252,22 @@ def apply(instance, check_mode):
         state = {"current": dict(state["aside"], running=True) if state["aside"] else state["current"], "aside": None}
     spec_hash = instance.spec_hash()
     action = instance.decide(state["current"], spec_hash)
-    result = dict(action=action, set_aside=False, recovered=recovered, error=None)
+    result = dict(action=action, set_aside=False, recovered=recovered, files_changed=False, error=None)
     if check_mode:
         result["set_aside"] = action == "replace" and state["current"] is not None
-        result["changed"] = recovered or action != "keep" or instance.files_differ(spec_hash)
+        result["files_changed"] = action == "replace" or instance.files_differ(spec_hash)
+        result["changed"] = recovered or action != "keep" or result["files_changed"]
         return result
     if action == "replace":
         try:
             result["set_aside"], result["error"] = instance.replace(state, spec_hash)
         except Untouched as error:
             result["action"], result["error"] = "failed", str(error)
-        result["changed"] = result["action"] == "replace" or recovered
+        result["files_changed"] = result["action"] == "replace"
+        result["changed"] = result["files_changed"] or recovered
         return result
-    result["changed"] = instance.write_files(spec_hash) or recovered
+    result["files_changed"] = instance.write_files(spec_hash)
+    result["changed"] = result["files_changed"] or recovered
     if action == "start":
         try:
             instance.call("start", "--", instance.name)

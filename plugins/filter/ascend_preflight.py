@@ -3,6 +3,7 @@
 Kept in Python rather than Jinja so every rule reads as one function and is unit-tested. Each finding says
 which check, what was found, what is required and how to fix it; the role adds the host name.
 """
+import json
 import os
 import re
 
@@ -322,6 +323,26 @@ def describe(facts, architecture):
         facts.get("firmware_version") or "unknown")
 
 
+def ascend_preflight_setting_problems(driver_version, firmware_version, disk_checks):
+    """What is wrong with the role's settings, one sentence each: checked once, before any host is judged."""
+    problems = []
+    for variable, value, example, why in (
+            ("ascend_preflight_driver_version", driver_version, "25.5.2",
+             " (unquoted, YAML turns 25.5 into a number and 7.10 into 7.1)"),
+            ("ascend_preflight_firmware_version", firmware_version, "7.8.0.7.220", "")):
+        if not isinstance(value, str) or not value:
+            problems.append('%s is %s (%s): expected a quoted version string such as "%s"%s.' % (
+                variable, json.dumps(value), type(value).__name__, example, why))
+    for entry in disk_checks if isinstance(disk_checks, list) else [disk_checks]:
+        fields = entry if isinstance(entry, dict) else {}
+        path, size = fields.get("path"), fields.get("min_free_gb")
+        if not (isinstance(path, str) and path.startswith("/") and isinstance(size, (int, float)) and size >= 0):
+            problems.append("ascend_preflight_disk_checks entry %s: expected an absolute path and min_free_gb >= 0, "
+                            "for example {path: /data/models, min_free_gb: 20, purpose: the model weights}." % (
+                                json.dumps(entry, default=str),))
+    return problems
+
+
 def ascend_preflight_summary(hostvars, hosts, result_var="ascend_preflight_result"):
     """One line per host: passed, passed with warnings, failed (with reasons) or no result."""
     lines = []
@@ -343,4 +364,5 @@ class FilterModule:
     def filters(self):
         return {"ascend_preflight_findings": ascend_preflight_findings,
                 "ascend_preflight_python": ascend_preflight_python,
+                "ascend_preflight_setting_problems": ascend_preflight_setting_problems,
                 "ascend_preflight_summary": ascend_preflight_summary}

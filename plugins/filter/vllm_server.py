@@ -286,18 +286,21 @@ def _results(register):
 
 
 def vllm_server_outcomes(applied, *probes, rejected=None):
-    """Each instance as vllm_instance left it (action, set_aside) with `error`: why it did not start or serve, or
-    None when it serves; and `rejected`: the canary gate rejected it (vllm_canary).
+    """Each instance as vllm_instance left it (action, set_aside) with `changes`: the run changes something of it
+    (starts or replaces its container, recovers what an interrupted run set aside, or rewrites its files); `error`:
+    why it did not start or serve, or None when it serves; and `rejected`: the canary gate rejected it (vllm_canary).
 
     applied: the register of the vllm_instance task (in check mode, of the decision). probes: the registers of the
-    probes as launched (an async job's id, or in check mode the probe's own result) and as async_status finished
-    them (their item is the launch result). rejected: {instance name: why the canary gate rejected it}.
+    probes as launched (an async job's id, or in check mode the probe's own result), as async_status finished
+    them (their item is the launch result), or as an async task polled to its end returned them.
+    rejected: {instance name: why the canary gate rejected it}.
     """
     rejected = rejected or {}
     errors = {}
     for register in probes:
         for result in _results(register):
-            launched_as_job = "vllm_server_instance" in result and result.get("ansible_job_id")
+            launched_as_job = ("vllm_server_instance" in result and result.get("ansible_job_id")
+                               and not result.get("finished"))
             instance = result.get("vllm_server_instance") or result.get("item", {}).get("vllm_server_instance")
             if not instance or launched_as_job:
                 continue  # what async_status gave back of the job tells
@@ -313,7 +316,8 @@ def vllm_server_outcomes(applied, *probes, rejected=None):
     for result in _results(applied):
         instance = result["vllm_server_instance"]
         name = instance["name"]
-        outcomes.append(dict(instance, action=result["action"], set_aside=result["set_aside"],
+        changes = result["action"] != "keep" or bool(result.get("recovered") or result.get("files_changed"))
+        outcomes.append(dict(instance, action=result["action"], set_aside=result["set_aside"], changes=changes,
                              error=result.get("error") or errors.get(name) or rejected.get(name),
                              rejected=name in rejected))
     return outcomes

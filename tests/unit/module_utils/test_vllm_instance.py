@@ -55,7 +55,8 @@ def serving(host, dtype="float16"):
 def test_a_new_instance_starts_with_its_files_and_a_second_run_keeps_it(host):
     folder, docker = host
     result = vllm_instance.apply(instance(host), check_mode=False)
-    assert result == dict(action="replace", set_aside=False, recovered=False, error=None, changed=True)
+    assert result == dict(action="replace", set_aside=False, recovered=False, files_changed=True, error=None,
+                          changed=True)
     container = docker.containers[NAME]
     assert container["running"] and container["devices"] == CHIPS
     assert container["labels"]["ascend-vllm-fleet.config-hash"] == instance(host).spec_hash()
@@ -64,8 +65,23 @@ def test_a_new_instance_starts_with_its_files_and_a_second_run_keeps_it(host):
     assert stat.S_IMODE((folder / (NAME + ".env")).stat().st_mode) == 0o600
     before = snapshot(host)
     again = vllm_instance.apply(instance(host), check_mode=False)
-    assert again["action"] == "keep" and again["changed"] is False
+    assert again["action"] == "keep" and again["changed"] is False and again["files_changed"] is False
     assert snapshot(host) == before
+
+
+def test_a_serving_instance_whose_script_was_edited_is_kept_and_its_files_written_again(host):
+    """The decision (check mode) of a container serving from its spec, with its script changed by hand: kept, but
+    the run changes its files, which is what sends the server phase on from its decision to its start step."""
+    folder, docker = host
+    vllm_instance.apply(instance(host), check_mode=False)
+    script = folder / (NAME + ".sh")
+    written = script.read_text()
+    script.write_text(written + "# edited\n")
+    decided = vllm_instance.apply(instance(host), check_mode=True)
+    assert decided["action"] == "keep" and decided["files_changed"] is True and decided["changed"] is True
+    assert script.read_text() == written + "# edited\n", "check mode writes nothing"
+    applied = vllm_instance.apply(instance(host), check_mode=False)
+    assert applied["action"] == "keep" and applied["files_changed"] is True and script.read_text() == written
 
 
 def test_the_script_runs_what_the_module_ran(host):
@@ -156,7 +172,7 @@ def test_a_serving_container_that_cannot_be_set_aside_is_left_untouched_with_its
 def test_check_mode_changes_nothing_and_says_what_a_run_would_do(host):
     _folder, docker = host
     assert vllm_instance.apply(instance(host), check_mode=True) == dict(
-        action="replace", set_aside=False, recovered=False, error=None, changed=True)
+        action="replace", set_aside=False, recovered=False, files_changed=True, error=None, changed=True)
     assert docker.containers == {}
     before = serving(host)
     decided = vllm_instance.apply(instance(host, "bfloat16"), check_mode=True)

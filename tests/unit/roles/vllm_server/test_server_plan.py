@@ -253,6 +253,33 @@ def test_outcomes_name_what_did_not_start_or_serve_and_nothing_else():
     assert outcomes["e"]["action"] == "failed" and outcomes["a"]["set_aside"] is True
 
 
+def test_a_converged_hosts_checks_polled_to_their_end_say_what_serves():
+    """A host with nothing to change checks its instances with async jobs polled to their end: each result is the
+    probe's own, with its job id and finished; one that timed out is Ansible's own failure, without a job id."""
+    decided = applied(("a", "keep", False, None), ("b", "keep", False, None), ("c", "keep", False, None))
+    instances = [result["vllm_server_instance"] for result in decided["results"]]
+    polled = {"results": [
+        {"vllm_server_instance": instances[0], "ansible_job_id": "j0", "finished": 1, "models": ["m"]},
+        {"vllm_server_instance": instances[1], "ansible_job_id": "j1", "finished": 1, "msg": "answered 500"},
+        {"vllm_server_instance": instances[2], "failed": False,
+         "msg": "async task did not complete within the requested time - 1560s"}]}
+    outcomes = {o["name"]: o for o in vllm_server.vllm_server_outcomes(decided, {}, {}, polled)}
+    assert outcomes["a"]["error"] is None and outcomes["b"]["error"] == "answered 500"
+    assert outcomes["c"]["error"].startswith("async task did not complete")
+
+
+def test_only_an_instance_the_run_changes_counts_as_a_change():
+    """What sends the server phase on from its decision: a container to start or replace, an interrupted run's
+    set-aside container to recover, or files to write again; a container kept as it is, with its files, is none."""
+    decided = applied(("kept", "keep", False, None), ("stopped", "start", False, None),
+                      ("new", "replace", False, None), ("recovered", "keep", False, None),
+                      ("edited", "keep", False, None))
+    decided["results"][3]["recovered"] = True
+    decided["results"][4]["files_changed"] = True
+    changes = {o["name"]: o["changes"] for o in vllm_server.vllm_server_outcomes(decided)}
+    assert changes == {"kept": False, "stopped": True, "new": True, "recovered": True, "edited": True}
+
+
 def test_a_probe_that_could_not_be_launched_is_no_success():
     started = applied(("a", "replace", True, None))
     instance = started["results"][0]["vllm_server_instance"]
