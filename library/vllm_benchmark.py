@@ -66,12 +66,17 @@ options:
   api_key:
     description: Bearer token for a server started with C(--api-key).
     type: str
-  api_key_file:
+  env_file:
     description:
-      - The server's own env file on the host, holding C(VLLM_API_KEY=<key>); the key is read from it here.
+      - The instance's env file on the host, C(<fleet_config_dir>/<instance>.env) as the vllm_server role writes it,
+        with a line C(VLLM_API_KEY=<key>); the key is read from that line here, on the host. Not the controller's
+        file of the bare key (the fleet role's C(fleet_api_key_file)).
       - A run lasts hours and is started with C(async), which keeps the module's arguments in a file on the
         host for that long; with this option the key is never among them.
+      - C(api_key_file) is its name until 0.1.0, deprecated - it still works, with a deprecation warning, until
+        1.0.0.
     type: path
+    aliases: [api_key_file]
   image_sizes:
     description:
       - Image sizes, each C(WIDTHxHEIGHT), each listed once.
@@ -445,11 +450,11 @@ from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True,
-                           mutually_exclusive=[("api_key", "api_key_file")])
+                           mutually_exclusive=[("api_key", "env_file")])
     try:
-        if module.params["api_key_file"]:
+        if module.params["env_file"]:
             # As secret as api_key: masked in everything returned, should a server echo it back.
-            module.no_log_values.add(key_from_env_file(module.params["api_key_file"]))
+            module.no_log_values.add(key_from_env_file(module.params["env_file"]))
         result = run(module.params, check_mode=module.check_mode)
         if result["deadline"]:
             module.warn(deadline_text(result["deadline"]))

@@ -46,12 +46,17 @@ options:
   api_key:
     description: Bearer token when the server was started with C(--api-key).
     type: str
-  api_key_file:
+  env_file:
     description:
-      - The server's own env file on the host, holding C(VLLM_API_KEY=<key>); the key is read from it here.
+      - The instance's env file on the host, C(<fleet_config_dir>/<instance>.env) as the vllm_server role writes it,
+        with a line C(VLLM_API_KEY=<key>); the key is read from that line here, on the host. Not the controller's
+        file of the bare key (the fleet role's C(fleet_api_key_file)).
       - A probe started with C(async) has its arguments in a file on the host while it waits; with this option
         the key is never among them. An empty value means no key.
+      - C(api_key_file) is its name until 0.1.0, deprecated - it still works, with a deprecation warning, until
+        1.0.0.
     type: path
+    aliases: [api_key_file]
   timeout:
     description:
       - Seconds the whole probe may take (at least 1) - the wait for readiness, the smoke request, the required
@@ -224,6 +229,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadl
 from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import log_causes
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
+    ENV_FILE_OPTION,
     Client,
     ClientError,
     ImageChat,
@@ -317,9 +323,10 @@ def wait_ready(client, params, deadline):
                 if status in (401, 403):
                     # vLLM checks the key on /v1/* only: /health answered, so waiting longer cannot help.
                     raise RuntimeError("the server refuses the API key: /v1/models answered %d %s. Fix: the key "
-                                       "given (api_key, from fleet_api_key) must be the one the server was started "
-                                       "with (its --api-key or VLLM_API_KEY, in the instance's env file); deploy "
-                                       "again to start the instance with the fleet's key"
+                                       "given (api_key, or env_file's VLLM_API_KEY line; the roles' is "
+                                       "fleet_api_key) must be the one the server was started with (its --api-key "
+                                       "or VLLM_API_KEY, in the instance's env file); deploy again to start the "
+                                       "instance with the fleet's key"
                                        % (status, str(models)[:200]))
                 # What a server lists is quoted in part: a huge answer is no message.
                 listed = str(names or models)[:300]
@@ -468,7 +475,7 @@ def main():
             base_url=dict(type="str", default="http://127.0.0.1:8000"),
             model=dict(type="str", required=True),
             api_key=dict(type="str", no_log=True),
-            api_key_file=dict(type="path"),
+            env_file=ENV_FILE_OPTION,
             timeout=dict(type="int", default=900),
             container=dict(type="str"),
             docker=dict(type="str", default="docker"),
@@ -482,14 +489,14 @@ def main():
             answer_check=dict(type="str", default="known", choices=list(CHECKS)),
         ),
         supports_check_mode=True,
-        mutually_exclusive=[("api_key", "api_key_file")],
+        mutually_exclusive=[("api_key", "env_file")],
     )
     params = module.params
     try:
         size = check_options(params)
-        key = params["api_key"] or key_from_env_file(params["api_key_file"])
+        key = params["api_key"] or key_from_env_file(params["env_file"])
         if key:
-            # A key read from api_key_file is as secret as api_key: masked in everything returned, should the
+            # A key read from env_file is as secret as api_key: masked in everything returned, should the
             # server echo it back in an answer, an error or its log.
             module.no_log_values.add(key)
         result = probe(Client(params["base_url"], key), params, size)

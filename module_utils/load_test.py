@@ -42,6 +42,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.capacity_search impor
     probe_requests,
 )
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import (
+    ENV_FILE_OPTION,
     Client,
     ImageChat,
     StreamResult,
@@ -68,7 +69,7 @@ ARGUMENT_SPEC = dict(
     base_url=dict(type="str", default="http://127.0.0.1:8000"),
     model=dict(type="str"),
     api_key=dict(type="str", no_log=True),
-    api_key_file=dict(type="path"),
+    env_file=ENV_FILE_OPTION,
     image_sizes=dict(type="list", elements="str", default=["1920x1080", "1280x720", "640x480"]),
     max_tokens=dict(type="list", elements="int", default=[256, 64, 32], no_log=False),
     concurrency=dict(type="list", elements="int", default=[1, 8, 16, 32, 64]),
@@ -190,7 +191,7 @@ def validate(params):
     if params["resume"] and not params["results_file"]:
         raise BenchmarkError("resume: needs results_file, the file the finished groups are read from. Fix: give "
                              "results_file, or set resume to false")
-    return Client(params["base_url"], params["api_key"] or key_from_env_file(params["api_key_file"]),
+    return Client(params["base_url"], params["api_key"] or key_from_env_file(params["env_file"]),
                   params["request_timeout_s"])
 
 

@@ -87,8 +87,15 @@ class StreamResult:
         self.error = None
 
 
+# The option of the modules that read the key on the host (vllm_probe, vllm_benchmark): the instance's env file,
+# as the serving plan names it. It was called api_key_file until 0.1.0, a name that read as the controller's file of
+# the bare key (the fleet role's fleet_api_key_file); the old name is kept for playbooks written with it.
+ENV_FILE_OPTION = dict(type="path", aliases=["api_key_file"],
+                       deprecated_aliases=[dict(name="api_key_file", version="1.0.0", collection_name="ascend.fleet")])
+
+
 def key_from_env_file(path):
-    """VLLM_API_KEY from the server's env file (`docker run --env-file` format), or None without a file.
+    """VLLM_API_KEY from the instance's env file (`docker run --env-file` format), or None without a file.
 
     Modules started with `async` keep their arguments in a file on the host while they run: reading the key
     here keeps it out of them.
@@ -100,13 +107,13 @@ def key_from_env_file(path):
         with open(path, encoding="utf-8") as handle:
             lines = handle.read().splitlines()
     except (OSError, UnicodeDecodeError) as error:
-        raise ClientError("api_key_file %s cannot be read (%s): expected the server's env file. %s"
-                          % (path, type(error).__name__, fix)) from None
+        raise ClientError("env_file %s cannot be read (%s): expected the instance's env file on the host, with a "
+                          "VLLM_API_KEY=<key> line. %s" % (path, type(error).__name__, fix)) from None
     for line in lines:
         if line.startswith("VLLM_API_KEY=") and line[len("VLLM_API_KEY="):]:
             return line[len("VLLM_API_KEY="):]
-    raise ClientError("api_key_file %s holds no VLLM_API_KEY=<key> line: expected the server's env file. %s"
-                      % (path, fix))
+    raise ClientError("env_file %s holds no VLLM_API_KEY=<key> line: expected the instance's env file on the host, "
+                      "not a file of the bare key. %s" % (path, fix))
 
 
 def served_models(answer):

@@ -106,7 +106,7 @@ class PlayFleet:
         return json.loads(done.stdout.split(" => ", 1)[1])
 
     def api_key(self):
-        """The key the fleet role generated for this inventory on the first run (fleet_api_key_file)."""
+        """The key the fleet role generated for this inventory on the first run: fleet_api_key_file, the bare key."""
         return (self.inventory.parent / "credentials" / "api-key").read_text().strip()
 
     def verify_command(self, hosts=None, **overrides):

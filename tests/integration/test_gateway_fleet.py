@@ -604,7 +604,7 @@ def test_a_benchmark_is_a_local_fact_of_its_host_and_the_module_returns_facts(fl
     assert summary["instances"] == 2 and summary["groups"] == 12 and summary["answers_failed"] == []
     module = fleet.ad_hoc(HOST_A, "ascend.fleet.vllm_benchmark", "base_url=http://127.0.0.1:%d image_sizes=64x64 "
                           "max_tokens=4 concurrency=1,2 requests_per_group=2 warmup_requests=0 answer_check=none "
-                          "api_key_file=/etc/vllm-ascend/%s.env" % (INSTANCE_PORT, NAME))
+                          "env_file=/etc/vllm-ascend/%s.env" % (INSTANCE_PORT, NAME))
     facts = module["ansible_facts"]["vllm_benchmark"]
     assert [group["concurrency"] for group in facts["groups"]] == [1, 2] and facts["groups"] == module["groups"]
     assert facts["summary"][0]["image_size"] == "64x64"

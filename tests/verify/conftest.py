@@ -35,7 +35,7 @@ def expected_settings(inventory_variables, inventory_file):
         variables.update(yaml.safe_load((REPO / "roles" / role / "defaults/main.yml").read_text()) or {})
     variables.update(inventory_variables)
     variables.setdefault("ansible_playbook_python", sys.executable)
-    # What a playbook run knows of the inventory: where the fleet's generated key is kept (fleet_api_key_file).
+    # What a playbook run knows of the inventory: where the fleet's generated key is kept, bare (fleet_api_key_file).
     variables.setdefault("inventory_dir", str(pathlib.Path(inventory_file).resolve().parent))
     # Defaults and inventory are the operator's own files: their templates are trusted, as in a playbook run.
     variables = {key: trusted(value) for key, value in variables.items()}

@@ -201,13 +201,13 @@ def test_an_estimate_at_a_pace_given_says_so():
 def test_the_key_is_read_from_the_servers_env_file(server, tmp_path):  # noqa: F811
     env_file = tmp_path / "vllm-ascend.env"
     env_file.write_text("VLLM_API_KEY=sk-from-env-file\n")
-    client = load_test.validate(params(base_url=server, api_key_file=str(env_file)))
+    client = load_test.validate(params(base_url=server, env_file=str(env_file)))
     assert client.headers["Authorization"] == "Bearer sk-from-env-file"
     env_file.write_text("OTHER=1\n")
-    with pytest.raises(openai_client.ClientError, match="holds no VLLM_API_KEY=<key> line.*Fix: "):
-        load_test.validate(params(base_url=server, api_key_file=str(env_file)))
-    with pytest.raises(openai_client.ClientError, match="cannot be read .*FileNotFoundError"):
-        load_test.validate(params(base_url=server, api_key_file=str(tmp_path / "missing.env")))
+    with pytest.raises(openai_client.ClientError, match="env_file .* holds no VLLM_API_KEY=<key> line.*Fix: "):
+        load_test.validate(params(base_url=server, env_file=str(env_file)))
+    with pytest.raises(openai_client.ClientError, match="env_file .* cannot be read .*FileNotFoundError"):
+        load_test.validate(params(base_url=server, env_file=str(tmp_path / "missing.env")))
 
 
 def test_a_progress_file_that_cannot_be_written_does_not_stop_the_run(server, tmp_path):  # noqa: F811
@@ -413,7 +413,7 @@ def test_a_key_read_from_its_env_file_is_masked_when_the_server_echoes_it(tmp_pa
     env_file = tmp_path / "vllm-ascend.env"
     env_file.write_text("VLLM_API_KEY=%s\n" % SECRET)
     Scripted.chat = (500, json.dumps({"error": {"message": "bad key %s in request" % SECRET}}).encode())
-    result = run_module("vllm_benchmark", **dict(SMALL, base_url=scripted, api_key_file=str(env_file),
+    result = run_module("vllm_benchmark", **dict(SMALL, base_url=scripted, env_file=str(env_file),
                                                  answer_check="sane"))
     assert not result.get("failed"), result
     (before, after) = result["answer_checks"]

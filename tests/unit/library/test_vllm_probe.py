@@ -154,7 +154,7 @@ def test_a_key_read_from_its_env_file_is_masked_when_the_server_echoes_it(script
     env_file = tmp_path / "vllm-ascend.env"
     env_file.write_text("VLLM_API_KEY=%s\n" % SECRET)
     Scripted.chat = (500, json.dumps({"error": {"message": "bad key %s in request" % SECRET}}).encode())
-    result = probe(base_url=scripted, api_key_file=str(env_file), timeout=5)
+    result = probe(base_url=scripted, env_file=str(env_file), timeout=5)
     assert result.get("failed") and "HTTP 500" in result["msg"], result
     assert SECRET not in json.dumps(result)
 
