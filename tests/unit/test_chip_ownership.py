@@ -1,7 +1,9 @@
 """Who holds a chip, and whether it is this collection's, has one owner (module_utils/npu_holders.py's chip_holders):
 the preflight, the driver role (its plan and its drain), the serving plan and the doctor come to the same verdict
-on the same container."""
+on the same container. The names of the labels on this collection's containers are spelled in one place
+(module_utils/container_labels.py)."""
 import json
+import re
 
 import pytest
 import yaml
@@ -11,6 +13,35 @@ from ansible.template import Templar, trust_as_template
 from ansible_collections.ascend.fleet.plugins.filter import ascend_driver, ascend_preflight
 from ansible_collections.ascend.fleet.plugins.module_utils import container_labels, serving_plan
 from conftest import REPO
+
+OWNER = REPO / "module_utils" / "container_labels.py"
+# A label's name written out in code: in a string after a quote, a Jinja expression's end or a %s (".instance",
+# "{{ prefix }}.instance", "%s.instance=%s"), or a string that ends with it ("prefix.instance").
+LABEL_NAMES = "instance|host|port|served-name|config-hash"
+SPELLED = re.compile(r"""(["'}]|%%s)\.(%s)\b|\.(%s)["']""" % (LABEL_NAMES, LABEL_NAMES))
+# Where the collection's code is: what runs on the hosts, its plugins and its roles. The filters' documentation
+# (plugins/filter/*.yml) shows labels as a container carries them, which is no spelling of the rule.
+CODE = [path for folder in ("library", "module_utils", "plugins", "roles") for path in (REPO / folder).rglob("*")
+        if path.suffix in (".py", ".yml", ".yaml", ".j2")
+        and not (path.parent == REPO / "plugins" / "filter" and path.suffix == ".yml")]
+
+
+@pytest.mark.parametrize("line", [
+    'labels.get(label_prefix + ".instance")', '"label=%s.host=%s" % (label_prefix, host)',
+    'label: "{{ fleet_label_prefix }}.instance"', "rejectattr('labels', 'contains', 'ascend-vllm-fleet.instance')",
+    '["--label", "%s.config-hash=%s" % (prefix, spec_hash)]', '"%s.served-name=%s"', '"%s.port=%d"',
+])
+def test_the_guard_finds_a_label_spelled_out(line):
+    assert SPELLED.search(line), line
+
+
+def test_label_names_are_spelled_only_where_they_are_owned():
+    assert CODE and OWNER in CODE
+    found = ["%s:%d: %s" % (path.relative_to(REPO), number, line.strip())
+             for path in CODE if path != OWNER
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if SPELLED.search(line)]
+    assert found == [], "label names spelled outside module_utils/container_labels.py (use label_name):\n" + "\n".join(
+        found)
 
 
 def test_label_names_are_under_the_prefix():
