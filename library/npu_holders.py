@@ -49,9 +49,9 @@ EXAMPLES = r"""
   ascend.fleet.npu_holders:
   register: holders
 
-- name: Refuse while another container maps a chip
+- name: Refuse while a container not of this collection maps a chip
   ansible.builtin.assert:
-    that: holders.containers | rejectattr('labels', 'contains', 'ascend-vllm-fleet.instance') | length == 0
+    that: (holders | ascend.fleet.npu_chip_holders('ascend-vllm-fleet')).containers | rejectattr('ours') | length == 0
 """
 
 RETURN = r"""

@@ -155,6 +155,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
     read_results,
     summary,
 )
+from ansible_collections.ascend.fleet.plugins.module_utils.container_labels import CONFIG_HASH_LABEL, label_name
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError, unexpected_failure
 
 
@@ -207,9 +208,9 @@ def measured_spec(params):
             raise
         return {"config_hash": None, "image": None, "image_id": None}
     if not spec["config_hash"] and params["baseline"] != "never":
-        raise OptionError("container %s has no %s.config-hash label, which names the spec a baseline is kept for: "
-                          "expected an instance the server phase started. Fix: deploy it with ansible-playbook "
-                          "site.yml" % (params["instance"], params["label_prefix"]))
+        raise OptionError("container %s has no %s label, which names the spec a baseline is kept for: expected an "
+                          "instance the server phase started. Fix: deploy it with ansible-playbook site.yml"
+                          % (params["instance"], label_name(params["label_prefix"], CONFIG_HASH_LABEL)))
     return spec
 
 

@@ -28,6 +28,7 @@ import os
 import random
 
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import group_key, measured
+from ansible_collections.ascend.fleet.plugins.module_utils.container_labels import CONFIG_HASH_LABEL, label_name
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import ASIDE_CONTAINER, write_atomically
 
@@ -101,7 +102,7 @@ def container_specs(docker, name, label_prefix):
         if line.strip():
             found = json.loads(line)
             labels = found["labels"] or {}
-            specs[found["name"].lstrip("/")] = {"config_hash": labels.get(label_prefix + ".config-hash"),
+            specs[found["name"].lstrip("/")] = {"config_hash": labels.get(label_name(label_prefix, CONFIG_HASH_LABEL)),
                                                 "image": found["image"], "image_id": found["image_id"]}
     if name not in specs:
         raise BaselineError("container %s cannot be inspected (%s): expected the instance's container, as the "

@@ -34,6 +34,7 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from socketserver import ThreadingMixIn
 
+from ansible_collections.ascend.fleet.plugins.module_utils.container_labels import INSTANCE_LABEL, label_name
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import DockerUnavailable, run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_gather import NPU_OPTIONS, Gatherer
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_smi import parse_table
@@ -116,7 +117,7 @@ def read_containers(docker, label_prefix, timeout, runner=run_docker):
     "docker_problem": None, or why Docker could not be read}. Every container the deploy labelled
     <label_prefix>.instance, running or not: the one a replacement set aside keeps its count, so putting it back
     adds no restart."""
-    label = label_prefix + ".instance"
+    label = label_name(label_prefix, INSTANCE_LABEL)
     reading = {"containers": [], "docker_problem": None}
     call = "ps"
     try:

@@ -5,8 +5,9 @@
 which device node is a chip.
 
 Used by the npu_holders module (the driver role and preflight), npu_facts (a process's container), vllm_instance (a
-chip's node), and serving_plan and the doctor's evidence, which refuse or report a container of another owner that
-maps planned chips (a chip opens in one container only: drvRet=87, resources are busy).
+chip's node). chip_holders is the one answer to who holds a chip and whether that holder is this collection's: the
+preflight and the driver role judge by it, and serving_plan and the doctor's evidence refuse or report a container
+of another owner that maps planned chips (a chip opens in one container only: drvRet=87, resources are busy).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,6 +18,7 @@ import json
 import os
 import re
 
+from ansible_collections.ascend.fleet.plugins.module_utils.container_labels import INSTANCE_LABEL, label_name
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import DockerUnavailable, run_docker
 
 # Every node the driver makes for the NPUs: one per chip (davinci<N>) and the manager (davinci_manager).
@@ -125,26 +127,36 @@ def containers(docker, dev_dir, runner=run_docker):
     return found, True
 
 
-def is_ours(container, label_prefix):
-    """A container this collection deployed under label_prefix (its <prefix>.instance label): the server phase
-    keeps it, replaces it, or removes it as no longer planned."""
-    return bool((container.get("labels") or {}).get(label_prefix + ".instance"))
+def chip_holders(found, label_prefix, devices=None):
+    """Who holds the chips and whether it is ours: the one answer the preflight, the driver role, the serving plan
+    and the doctor act on. found: {"containers": [...], "processes": [...]} as the npu_holders module lists them
+    (processes may be npu_facts', which name their container alike); either may be missing.
 
-
-def chip_holders(listed, devices, label_prefix):
-    """Of the containers listed (as containers() gives them), those not ours that map any of devices, each with
-    `held`: the devices it maps. A privileged container sees every chip but is not one of them: most (monitoring
-    agents) open none."""
-    found = []
-    for container in listed:
-        held = sorted(set(devices) & set(container["devices"]))
-        if held and not is_ours(container, label_prefix):
-            found.append(dict(container, held=held))
-    return found
+    The same lists back, each entry with `instance`, the instance of this collection it belongs to (None for
+    another owner's), and `ours`. A container is ours when it carries a <label_prefix>.instance label naming an
+    instance: the server phase keeps it, replaces it, or removes it as no longer planned. A process is ours when
+    it runs in a container of ours, which stops with it; any other process (in another container, or on the host
+    itself) is not. A container also gets `held`, the devices it maps; given devices, only those, and containers
+    holding none of them are left out: a privileged container sees every chip but maps none of them, and most
+    (monitoring agents) open none."""
+    label = label_name(label_prefix, INSTANCE_LABEL)
+    held = {"containers": [], "processes": []}
+    instances = {}
+    for container in found.get("containers") or []:
+        instance = (container.get("labels") or {}).get(label) or None
+        instances[container["id"]] = instance
+        mapped = list(container["devices"]) if devices is None else sorted(set(devices) & set(container["devices"]))
+        if mapped:
+            held["containers"].append(dict(container, held=mapped, instance=instance, ours=instance is not None))
+    for process in found.get("processes") or []:
+        instance = instances.get(process["container_id"]) if process.get("container_id") else None
+        held["processes"].append(dict(process, instance=instance, ours=instance is not None))
+    return held
 
 
 def foreign_holders(docker, devices, label_prefix, runner=run_docker):
     """Running containers not of this collection that map any of devices, each as a sentence."""
     listed, _available = containers(docker, "/dev", runner)
     return ["container %s maps %s" % (container["name"], ", ".join(container["held"]))
-            for container in chip_holders(listed, devices, label_prefix)]
+            for container in chip_holders({"containers": listed}, label_prefix, devices)["containers"]
+            if not container["ours"]]

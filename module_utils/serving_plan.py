@@ -17,6 +17,7 @@ import re
 import secrets
 import string
 
+from ansible_collections.ascend.fleet.plugins.module_utils.container_labels import HOST_LABEL, label_name
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import foreign_holders
 from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import (
@@ -123,7 +124,7 @@ def refusals(plan, required_paths, docker, label_prefix, runner=run_docker):
 def labelled_instances(host, docker, label_prefix, runner=run_docker):
     """The instances this host's labelled containers belong to (<name>-previous belongs to <name>)."""
     code, out, err = runner(docker, "ps", "--all", "--format", "{{.Names}}", "--filter",
-                            "label=%s.host=%s" % (label_prefix, host))
+                            "label=%s=%s" % (label_name(label_prefix, HOST_LABEL), host))
     if code != 0:
         raise DockerError("`docker ps` failed: %s" % (err.strip() or "exit code %s" % code))
     return set(name[:-len(ASIDE_CONTAINER)] if name.endswith(ASIDE_CONTAINER) else name for name in out.split())

@@ -20,6 +20,7 @@ import os
 import shlex
 import tempfile
 
+from ansible_collections.ascend.fleet.plugins.module_utils.container_labels import CONFIG_HASH_LABEL, label_name
 from ansible_collections.ascend.fleet.plugins.module_utils.docker_cli import run_docker
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import is_chip_node
 
@@ -102,7 +103,7 @@ class Instance:
         none): a container re-created by hand keeps its label but may map other chips, and is replaced."""
         if current is None:
             return "replace"
-        label = (current.get("labels") or {}).get(self.label_prefix + ".config-hash")
+        label = (current.get("labels") or {}).get(label_name(self.label_prefix, CONFIG_HASH_LABEL))
         mapped = sorted(device.get("PathOnHost", "") for device in current.get("devices") or []
                         if is_chip_node(device.get("PathOnHost", "")))
         if label != spec_hash or mapped != self.devices:
@@ -115,7 +116,7 @@ class Instance:
         lines = []
         for line in self.run_lines:
             if line[0] == "--":
-                lines.append(["--label", "%s.config-hash=%s" % (self.label_prefix, spec_hash)])
+                lines.append(["--label", "%s=%s" % (label_name(self.label_prefix, CONFIG_HASH_LABEL), spec_hash)])
             lines.append(line)
         return lines
 

@@ -8,6 +8,7 @@ then the driver, whose firmware upgrade tool the firmware package needs. A packa
 takes effect at once unless its PCIe hot reset fails (exit code 2), and then after a reboot.
 """
 
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import chip_holders
 from ansible_collections.ascend.fleet.plugins.plugin_utils.mounts import free_bytes
 from ansible_collections.ascend.fleet.plugins.plugin_utils.versions import version_key
 
@@ -39,19 +40,20 @@ def options(component, installed):
     return ["--nox11", "--full", "--quiet"]
 
 
-def holder_problems(holders, label):
+def holder_problems(holders, label_prefix):
     """What holds a chip and is not this collection's: its hot reset would fail, and a firmware flash under a
-    running job is not a risk to take. Processes inside this collection's containers stop with them."""
-    own = {container["id"] for container in holders.get("containers", []) if label in container.get("labels", {})}
+    running job is not a risk to take. This collection's containers, and the processes inside them, are stopped
+    first (tasks/drain.yml)."""
+    held = chip_holders(holders, label_prefix)
     problems = ["container %s (image %s) maps %s: stop it (`docker stop %s`) and keep it from restarting until the "
-                "driver run is over" % (container["name"], container.get("image"), ", ".join(container["devices"]),
+                "driver run is over" % (container["name"], container.get("image"), ", ".join(container["held"]),
                                         container["name"])
-                for container in holders.get("containers", []) if container["id"] not in own]
+                for container in held["containers"] if not container["ours"]]
     problems += ["process %s (pid %d%s) holds %s: stop it" % (
         process["name"], process["pid"],
         ", in container %s" % process["container_id"][:12] if process.get("container_id") else "",
         ", ".join(process["devices"]))
-        for process in holders.get("processes", []) if process.get("container_id") not in own]
+        for process in held["processes"] if not process["ours"]]
     return problems
 
 
@@ -117,7 +119,7 @@ def ascend_driver_plan(facts, settings):
     else:
         reboot = "no"
 
-    holders = holder_problems(settings["holders"], settings["label"]) if steps or pending else []
+    holders = holder_problems(settings["holders"], settings["label_prefix"]) if steps or pending else []
     problems += ["something else holds a chip: %s" % holder for holder in holders]
     if steps:
         problems += disk_problems(settings["disk_paths"], settings["mounts"], settings["min_free_mb"])

@@ -7,7 +7,12 @@ import json
 import os
 import re
 
-from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import chip_holders, is_ours
+from ansible_collections.ascend.fleet.plugins.module_utils.container_labels import (
+    INSTANCE_LABEL,
+    deploy_prefixes,
+    label_name,
+)
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import chip_holders
 from ansible_collections.ascend.fleet.plugins.plugin_utils.mounts import free_bytes
 from ansible_collections.ascend.fleet.plugins.plugin_utils.versions import version_key
 
@@ -164,11 +169,11 @@ def check_devices(facts):
     return findings
 
 
-def check_processes(facts, containers, label_prefix):
-    own = set(container["id"] for container in containers if is_ours(container, label_prefix))
+def check_processes(holders):
+    """A finding for the processes on the chips (npu_facts') that are not in this collection's containers."""
     foreign = ["pid %s (%s, %s MB) on NPU %s chip %s" % (p["pid"], p["name"], p.get("memory_mb"), p["npu_id"],
                                                          p["chip_id"])
-               for p in facts.get("processes", []) if not p.get("container_id") or p["container_id"] not in own]
+               for p in holders["processes"] if not p["ours"]]
     if not foreign:
         return []
     return [finding("chip in use", "; ".join(foreign), "no process outside this collection's containers on a chip",
@@ -176,18 +181,13 @@ def check_processes(facts, containers, label_prefix):
                     % HELD_CHIP_WHY)]
 
 
-def deploy_prefixes(labels):
-    """The label prefixes a container carries as one of this collection's instances does (<prefix>.instance beside
-    <prefix>.host): a deploy of this collection under another fleet_label_prefix."""
-    return sorted(key[:-len(".instance")] for key in labels
-                  if key.endswith(".instance") and key[:-len(".instance")] + ".host" in labels)
-
-
-def check_containers(facts, containers, label_prefix):
+def check_containers(holders, label_prefix):
     """A finding for each container of another owner that maps one of the host's chips, running or restarting.
-    Ours (labelled <prefix>.instance) are not among them: the server phase replaces them."""
+    Ours are not among them: the server phase replaces them."""
     findings = []
-    for holder in chip_holders(containers, facts.get("devices", []), label_prefix):
+    for holder in holders["containers"]:
+        if holder["ours"]:
+            continue
         name = holder["name"]
         state = ", %s" % holder["status"] if holder.get("status") else ""
         fix = ("stop it and keep it stopped (`docker update --restart=no %s && docker stop %s`), or remove it "
@@ -200,7 +200,7 @@ def check_containers(facts, containers, label_prefix):
                        prefixes[0], prefixes[0], fix))
         findings.append(finding("chip held by a container", "container %s (image %s%s) maps %s" % (
             name, holder.get("image"), state, ", ".join(holder["held"])),
-            "no container but this collection's (label %s.instance) mapping a chip" % label_prefix,
+            "no container but this collection's (label %s) mapping a chip" % label_name(label_prefix, INSTANCE_LABEL),
             "%s; %s" % (fix, HELD_BY_CONTAINER_WHY)))
     return findings
 
@@ -284,7 +284,10 @@ def ascend_preflight_python(probe, minimum):
 def ascend_preflight_findings(facts, settings):
     """All verdicts for one host: {'failures': [...], 'warnings': [...], 'excluded_npu_ids': [...]}."""
     failures, warnings, excluded = [], [], []
-    containers, label_prefix = settings.get("containers") or [], settings["label_prefix"]
+    label_prefix = settings["label_prefix"]
+    # The containers the npu_holders module lists with the processes npu-smi lists on the chips.
+    holders = chip_holders({"containers": settings.get("containers"), "processes": facts.get("processes")},
+                           label_prefix, facts.get("devices", []))
     architecture = settings.get("architecture")
     if architecture not in settings["allowed_architectures"]:
         failures.append(finding("CPU architecture", architecture, "one of: %s" % ", ".join(
@@ -303,9 +306,9 @@ def ascend_preflight_findings(facts, settings):
         failures.extend(health_failures)
         warnings.extend(health_warnings)
         failures.extend(check_devices(facts))
-        failures.extend(check_processes(facts, containers, label_prefix))
+        failures.extend(check_processes(holders))
     # Whether npu-smi answers or not: a container holding a chip is a cause of dcmi errors -8005 and -8020.
-    failures.extend(check_containers(facts, containers, label_prefix))
+    failures.extend(check_containers(holders, label_prefix))
     failures.extend(check_disk(settings.get("disk_checks"), settings.get("mounts")))
     failures.extend(check_firewalld(settings.get("firewalld")))
     warnings.extend(check_tuning(settings.get("tuning")))

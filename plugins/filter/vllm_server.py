@@ -9,6 +9,14 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.ascend.fleet.plugins.module_utils.container_labels import (
+    HOST_LABEL,
+    INSTANCE_LABEL,
+    PORT_LABEL,
+    SERVED_NAME_LABEL,
+    label_name,
+)
+
 # Where the container expects the host's Ascend files (the vLLM-Ascend docs' docker run): host path -> these.
 CONTAINER_PATHS = {
     "dcmi": "/usr/local/dcmi",
@@ -171,11 +179,11 @@ def vllm_server_docker_run(instance, plan, settings):
     """
     lines = [[settings["docker_bin"], "run", "--detach", "--name", instance["name"]],
              ["--restart", settings["restart_policy"]],
-             ["--label", "%s.instance=%s" % (settings["label_prefix"], instance["name"])],
-             ["--label", "%s.host=%s" % (settings["label_prefix"], plan["host"])],
+             ["--label", "%s=%s" % (label_name(settings["label_prefix"], INSTANCE_LABEL), instance["name"])],
+             ["--label", "%s=%s" % (label_name(settings["label_prefix"], HOST_LABEL), plan["host"])],
              # Read by the benchmark and the verify suite to find what each container serves, and where.
-             ["--label", "%s.port=%d" % (settings["label_prefix"], instance["port"])],
-             ["--label", "%s.served-name=%s" % (settings["label_prefix"], plan["served_name"])],
+             ["--label", "%s=%d" % (label_name(settings["label_prefix"], PORT_LABEL), instance["port"])],
+             ["--label", "%s=%s" % (label_name(settings["label_prefix"], SERVED_NAME_LABEL), plan["served_name"])],
              ["--shm-size", settings["shm_size"]]]
     if settings["privileged"]:
         lines.append(["--privileged"])

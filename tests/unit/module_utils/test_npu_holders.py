@@ -1,5 +1,5 @@
 """module_utils/npu_holders.py: the one rule for a chip's node, the one reading of a process's container, and the
-one rule for which container holding a chip is this collection's."""
+one answer to who holds a chip and whether that holder is this collection's (chip_holders)."""
 import json
 
 import pytest
@@ -57,23 +57,98 @@ def test_containers_list_the_mapped_nodes_with_their_state():
         ("agent", "agent:latest", ["all"], "running")]
 
 
+def foreign(held):
+    """(name, held) of the containers chip_holders finds not ours."""
+    return [(c["name"], c["held"]) for c in held["containers"] if not c["ours"]]
+
+
 def test_chip_holders_are_the_containers_of_other_owners_on_the_chips():
     listed, _available = npu_holders.containers("docker", "/dev", docker_answering(
         inspected("vllm-ascend", ["/dev/davinci0"], labels=OURS),
         inspected("other-fleet", ["/dev/davinci1", "/dev/davinci0"], labels={"old.instance": "vllm-ascend"}),
         inspected("exporter", ["/dev/davinci_manager", "/dev/davinci3"]),
         inspected("agent", [], privileged=True)))
-    held = npu_holders.chip_holders(listed, ["/dev/davinci0", "/dev/davinci1"], "ascend-vllm-fleet")
-    assert [(c["name"], c["held"]) for c in held] == [("other-fleet", ["/dev/davinci0", "/dev/davinci1"])]
-    assert [c["name"] for c in npu_holders.chip_holders(listed, ["/dev/davinci0"], "old")] == ["vllm-ascend"]
+    held = npu_holders.chip_holders({"containers": listed}, "ascend-vllm-fleet", ["/dev/davinci0", "/dev/davinci1"])
+    assert foreign(held) == [("other-fleet", ["/dev/davinci0", "/dev/davinci1"])]
+    held = npu_holders.chip_holders({"containers": listed}, "old", ["/dev/davinci0"])
+    assert [name for name, _held in foreign(held)] == ["vllm-ascend"]
 
 
+def one_container(labels, devices=("/dev/davinci0",)):
+    """chip_holders' answer on one container with these labels mapping devices, with a process inside it."""
+    return npu_holders.chip_holders({"containers": [{"id": "c" * 64, "name": "one", "devices": list(devices),
+                                                     "labels": labels}],
+                                     "processes": [{"pid": 7, "name": "vllm", "container_id": "c" * 64}]},
+                                    "ascend-vllm-fleet")
+
+
+# Moved from a test of is_ours, which chip_holders took in: the same label sets, the same verdicts.
 @pytest.mark.parametrize("labels,ours", [
     (OURS, True), ({"ascend-vllm-fleet.instance": ""}, False), ({"ascend-vllm-fleet.host": "npu-a"}, False),
     ({"old.instance": "vllm-ascend"}, False), (None, False),
 ])
 def test_ours_is_the_instance_label_of_the_prefix(labels, ours):
-    assert npu_holders.is_ours({"labels": labels}, "ascend-vllm-fleet") is ours
+    held = one_container(labels)
+    assert held["containers"][0]["ours"] is ours
+    assert held["processes"][0]["ours"] is ours, "a process is ours exactly when its container is"
+
+
+def test_our_container_is_ours_with_the_instance_it_serves():
+    held = one_container(OURS, ["/dev/davinci0", "/dev/davinci_manager"])
+    (container,) = held["containers"]
+    assert (container["ours"], container["instance"], container["held"]) == (
+        True, "vllm-ascend", ["/dev/davinci0", "/dev/davinci_manager"])
+    (process,) = held["processes"]
+    assert (process["ours"], process["instance"]) == (True, "vllm-ascend")
+
+
+def test_another_owners_container_on_the_chip_is_not_ours():
+    held = npu_holders.chip_holders({"containers": [
+        {"id": "a" * 64, "name": "vllm-ascend", "devices": ["/dev/davinci1"], "labels": OURS},
+        {"id": "b" * 64, "name": "llm-test", "devices": ["/dev/davinci0"], "labels": {"owner": "research"}}]},
+        "ascend-vllm-fleet", ["/dev/davinci0"])
+    assert [(c["name"], c["held"], c["instance"], c["ours"]) for c in held["containers"]] == [
+        ("llm-test", ["/dev/davinci0"], None, False)]
+
+
+def test_a_process_outside_our_containers_is_not_ours():
+    # On the host itself, or in a container of another owner: neither stops with ours.
+    held = npu_holders.chip_holders({
+        "containers": [{"id": "a" * 64, "name": "vllm-ascend", "devices": ["/dev/davinci0"], "labels": OURS},
+                       {"id": "b" * 64, "name": "llm-test", "devices": ["/dev/davinci1"], "labels": {}}],
+        "processes": [{"pid": 41877, "name": "python3.9", "devices": ["/dev/davinci1"], "container_id": None},
+                      {"pid": 52, "name": "train", "devices": ["/dev/davinci1"], "container_id": "b" * 64},
+                      {"pid": 9, "name": "vllm", "devices": ["/dev/davinci0"], "container_id": "a" * 64}]},
+        "ascend-vllm-fleet")
+    assert [(p["pid"], p["instance"], p["ours"]) for p in held["processes"]] == [
+        (41877, None, False), (52, None, False), (9, "vllm-ascend", True)]
+
+
+def test_no_holder_is_no_answer():
+    assert npu_holders.chip_holders({}, "ascend-vllm-fleet") == {"containers": [], "processes": []}
+    assert npu_holders.chip_holders({"containers": [], "processes": []}, "ascend-vllm-fleet", ["/dev/davinci0"]) == {
+        "containers": [], "processes": []}
+    # Containers that map none of the devices asked about hold none of them: a privileged one sees all, maps none.
+    listed = [{"id": "e" * 64, "name": "exporter", "devices": ["/dev/davinci_manager"], "labels": {}},
+              {"id": "f" * 64, "name": "agent", "devices": ["all"], "labels": {}}]
+    assert npu_holders.chip_holders({"containers": listed}, "ascend-vllm-fleet", ["/dev/davinci0"])["containers"] == []
+    # Asked about every node, each holds what it maps.
+    assert [c["held"] for c in npu_holders.chip_holders({"containers": listed}, "ascend-vllm-fleet")["containers"]] == [
+        ["/dev/davinci_manager"], ["all"]]
+
+
+def test_a_prefix_the_operator_changed_decides_what_is_ours():
+    site_b = {"site-b.instance": "vllm-ascend", "site-b.host": "npu-a"}
+    found = {"containers": [{"id": "a" * 64, "name": "vllm-ascend", "devices": ["/dev/davinci0"], "labels": site_b},
+                            {"id": "b" * 64, "name": "old", "devices": ["/dev/davinci1"], "labels": OURS}],
+             "processes": [{"pid": 9, "name": "vllm", "container_id": "a" * 64},
+                           {"pid": 10, "name": "vllm", "container_id": "b" * 64}]}
+    held = npu_holders.chip_holders(found, "site-b")
+    assert [(c["name"], c["ours"]) for c in held["containers"]] == [("vllm-ascend", True), ("old", False)]
+    assert [(p["pid"], p["ours"]) for p in held["processes"]] == [(9, True), (10, False)]
+    # Under the default prefix the same host reads the other way round.
+    held = npu_holders.chip_holders(found, "ascend-vllm-fleet")
+    assert [(c["name"], c["ours"]) for c in held["containers"]] == [("vllm-ascend", False), ("old", True)]
 
 
 def test_foreign_holders_name_each_container_and_the_planned_chips_it_maps():

@@ -17,7 +17,7 @@ def settings(**changes):
     base = {"driver_version": "25.5.2", "firmware_version": "7.8.0.7.220",
             "packages": {"driver": DRIVER, "firmware": FIRMWARE}, "packages_dir": "/srv/inventory/ascend-hdk",
             "missing_packages": [], "allow_rollback": False, "rollback_floor": DEFAULTS["ascend_driver_rollback_floor"],
-            "holders": {"processes": [], "containers": []}, "label": "ascend-vllm-fleet.instance",
+            "holders": {"processes": [], "containers": []}, "label_prefix": "ascend-vllm-fleet",
             "disk_paths": ["/var/lib/ascend-vllm-fleet/hdk", "/usr/local/Ascend"],
             "mounts": [{"mount": "/", "size_available": 50 * 1024 ** 3}], "min_free_mb": 2048, "secure_boot": ""}
     base.update(changes)
