@@ -14,11 +14,7 @@ import pathlib
 import threading
 import time
 
-import yaml
-
 from ansible_collections.ascend.fleet.plugins.plugin_utils import progress
-
-from . import REPO
 
 # The long waits of a deploy, by the module that waits: what the operator reads, and the variable (and its
 # role) that bounds the wait, None for a wait with no bound of its own.
@@ -33,45 +29,51 @@ REFRESH_S = 1.0
 
 
 class WaitBounds:
-    """The value of the variable bounding a long wait on a host, as the playbook sees it: -e, else the
-    inventory (host and group vars), else the role's default; None when it is not a number (a template) or
-    the inventory can't be read here (say, a vaulted file)."""
+    """The value of the variable bounding a long wait on a host, as Ansible gives it to a play of the role that
+    waits: its -e, inventory (host and group vars) and role defaults (the role's dependencies' too), ranked by
+    Ansible itself; None when it is not a number (a template) or the inventory or the role can't be read here
+    (say, a vaulted file)."""
 
     def __init__(self, inventory, extravars):
         self.inventory = inventory
         self.extravars = extravars
-        self.manager = None
-        self.hostvars = {}
+        self.loaded = None
+        self.plays = {}
+        self.values = {}
 
-    def host_vars(self, host):
-        if host not in self.hostvars:
+    def variables(self, host, role):
+        """Every variable of the host in a play of the role (ascend.fleet.<role>), before the play runs."""
+        if (host, role) not in self.values:
             from ansible.errors import AnsibleError
             from ansible.inventory.manager import InventoryManager
             from ansible.parsing.dataloader import DataLoader
+            from ansible.playbook.play import Play
             from ansible.vars.manager import VariableManager
 
             try:
-                if self.manager is None:
+                if self.loaded is None:
                     loader = DataLoader()
                     inventory = InventoryManager(loader=loader, sources=[str(self.inventory)])
-                    self.manager = (inventory, VariableManager(loader=loader, inventory=inventory))
-                inventory, variables = self.manager
+                    variables = VariableManager(loader=loader, inventory=inventory)
+                    # ansible-playbook's VariableManager reads -e from its command line (context.CLIARGS), which
+                    # this process has none of: the run's -e values go where it puts them.
+                    variables._extra_vars = dict(self.extravars)
+                    self.loaded = (loader, inventory, variables)
+                loader, inventory, variables = self.loaded
+                if role not in self.plays:
+                    self.plays[role] = Play.load({"hosts": "all", "gather_facts": False,
+                                                  "roles": ["ascend.fleet." + role]},
+                                                 variable_manager=variables, loader=loader)
                 found = inventory.get_host(host)
-                self.hostvars[host] = dict(variables.get_vars(host=found)) if found else {}
+                self.values[(host, role)] = dict(variables.get_vars(play=self.plays[role], host=found,
+                                                                    include_hostvars=False)) if found else {}
             except AnsibleError:
-                self.hostvars[host] = {}
-        return self.hostvars[host]
+                self.values[(host, role)] = {}
+        return self.values[(host, role)]
 
     def seconds(self, host, role, variable):
-        if variable in self.extravars:
-            value = self.extravars[variable]
-        elif variable in self.host_vars(host):
-            value = self.host_vars(host)[variable]
-        else:
-            defaults = REPO / "roles" / role / "defaults" / "main.yml"
-            value = (yaml.safe_load(defaults.read_text(encoding="utf-8")) or {}).get(variable)
         try:
-            return float(value)
+            return float(self.variables(host, role).get(variable))
         except (TypeError, ValueError):
             return None
 

@@ -8,6 +8,7 @@ import sys
 
 import ansible_runner
 import pytest
+import yaml
 
 from ansible_collections.ascend.fleet.plugins.module_utils.png_images import png_image  # noqa: F401  (shared with the modules)
 
@@ -16,6 +17,9 @@ pytest.register_assert_rewrite("bench_events", "fake_vllm", "module_runs", "repo
                                "standin_host", "twin_fleet")
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+# HAProxy's backend of every instance, as its one owner, the fleet role, names it.
+GATEWAY_BACKEND = yaml.safe_load((REPO / "roles/fleet/vars/main.yml").read_text(encoding="utf-8"))[
+    "fleet_gateway_backend"]
 # Real npu-smi output and the seed's commands, each file with its '# source:' first line.
 FIXTURES = REPO / "tests" / "fixtures" / "npu-smi"
 SEED_COMMANDS = REPO / "tests" / "fixtures" / "seed" / "deploy-commands.txt"

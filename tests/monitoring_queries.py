@@ -6,12 +6,14 @@ import os
 import re
 import subprocess
 
+import jinja2
 import pytest
+import yaml
 
-from conftest import REPO, venv_tool
+from conftest import GATEWAY_BACKEND, REPO, venv_tool
 
 ROLE = REPO / "roles" / "monitoring"
-DASHBOARDS = ROLE / "files" / "dashboards"
+DASHBOARDS = ROLE / "templates" / "dashboards"
 
 # --- the contract's series -------------------------------------------------------------------------------------
 HISTOGRAMS = ("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds")
@@ -62,12 +64,24 @@ INTERVALS = {"__rate_interval": "1m", "__interval": "1m", "__range": "5m"}
 VARIABLE = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
 
 
-def dashboard_files():
-    return sorted(DASHBOARDS.glob("*.json"))
+def dashboard_names():
+    """The dashboards by the names the role installs them under: their templates' (templates/dashboards), less .j2."""
+    return sorted(path.name[:-len(".j2")] for path in DASHBOARDS.glob("*.json.j2"))
 
 
-def load(path):
-    return json.loads(path.read_text(encoding="utf-8"))
+def dashboard_text(name):
+    """A dashboard as the role renders it (monitoring_dashboard_text in vars/main.yml): its template with the
+    fleet's values in, between the delimiters the role's lookup names."""
+    lookup = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))["monitoring_dashboard_text"]
+    start, end = re.search(r"variable_start_string='([^']+)', variable_end_string='([^']+)'", lookup).groups()
+    environment = jinja2.Environment(variable_start_string=start, variable_end_string=end,
+                                     undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    template = environment.from_string((DASHBOARDS / (name + ".j2")).read_text(encoding="utf-8"))
+    return template.render(fleet_gateway_backend=GATEWAY_BACKEND)
+
+
+def load(name):
+    return json.loads(dashboard_text(name))
 
 
 def panels(dashboard):
@@ -97,8 +111,8 @@ def template_variables(dashboard):
 def dashboard_queries():
     """(dashboard uid, panel title, expr) for every target of every dashboard file, ready for Prometheus."""
     queries = []
-    for path in dashboard_files():
-        dashboard = load(path)
+    for name in dashboard_names():
+        dashboard = load(name)
         variables = template_variables(dashboard)
         for panel in panels(dashboard):
             for target in panel.get("targets", []):
@@ -114,8 +128,8 @@ def variable_queries():
     """(dashboard uid, variable name, selector) for every label_values(selector, label) variable, ready for
     Prometheus (the variables it refers to replaced as in dashboard_queries)."""
     queries = []
-    for path in dashboard_files():
-        dashboard = load(path)
+    for dashboard_name in dashboard_names():
+        dashboard = load(dashboard_name)
         variables = template_variables(dashboard)
         for name, variable in variables.items():
             if variable.get("type") != "query":
@@ -123,7 +137,7 @@ def variable_queries():
             query = variable.get("query")
             query = query.get("query", "") if isinstance(query, dict) else query
             match = LABEL_VALUES.match(query.strip())
-            assert match, "%s: variable %s is no label_values(selector, label): %r" % (path.name, name, query)
+            assert match, "%s: variable %s is no label_values(selector, label): %r" % (dashboard_name, name, query)
             queries.append((dashboard["uid"], name, substitute(match.group(1), variables)))
     return queries
 
@@ -235,9 +249,9 @@ def healthy_fleet(steps):
     rows += node_host(gateway, address, steps)
     rows += [series("up", flat(1, steps), job="gateway", host=gateway, instance="127.0.0.1:8405"),
              series("haproxy_backend_active_servers", flat(4, steps), job="gateway", host=gateway,
-                    instance="127.0.0.1:8405", proxy="vllm_instances")]
+                    instance="127.0.0.1:8405", proxy=GATEWAY_BACKEND)]
     rows += [series("haproxy_server_status", flat(1, steps), job="gateway", host=gateway, instance="127.0.0.1:8405",
-                    proxy="vllm_instances", server="%s:%s" % (host, instance))
+                    proxy=GATEWAY_BACKEND, server="%s:%s" % (host, instance))
              for host in HOSTS for instance, _ in INSTANCES]
     rows.append(series("up", flat(1, steps), job="prometheus", host="monitor-01", instance="127.0.0.1:9090"))
     return rows

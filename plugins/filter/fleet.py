@@ -3,6 +3,7 @@ import os
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.helpers import pct_to_int
 
 from ansible_collections.ascend.fleet.plugins.plugin_utils import vllm_releases
 
@@ -15,20 +16,20 @@ PACKAGE_MANAGERS = {"RedHat": ("dnf", "dnf5", "yum"), "Debian": ("apt",)}
 
 
 def first_batch(hosts, serial):
-    """The hosts of a play's first batch under `serial` (fleet_serial): what Ansible's own batching takes first -
-    the first value of a list, a number of hosts, or a percentage of the play's hosts rounded down (at least one);
-    0 or less, or nothing: every host."""
+    """The hosts of a play's first batch under `serial` (fleet_serial), as Ansible's own batching takes them
+    (PlaybookExecutor._get_serialized_batches): the first value of a list, sized by Ansible's pct_to_int (a number
+    of hosts, or a percentage of the play's hosts rounded down, at least one); 0 or less, or nothing: every host.
+
+    Ansible names the batch that runs now (ansible_play_batch), not the first one, so this stays: a later batch
+    reads the canary batch's verdict (vllm_server), and the canary's judgement counts the batch's hosts that
+    failed, which ansible_play_batch no longer lists (vllm_canary)."""
     hosts = list(hosts)
     if isinstance(serial, (list, tuple)):
         serial = serial[0] if serial else None
     if serial is None or serial == "":
         return hosts
-    text = str(serial).strip()
     try:
-        if text.endswith("%"):
-            size = int(float(text[:-1]) / 100.0 * len(hosts)) or 1
-        else:
-            size = int(text)
+        size = pct_to_int(serial, len(hosts))
     except ValueError:
         raise AnsibleFilterError("fleet_serial is %r: expected a number of hosts (5), a percentage (\"25%%\") or a "
                                  "list of them. Fix: correct it" % (serial,)) from None

@@ -5,11 +5,18 @@ plugins/plugin_utils/progress.py says.
 The role's tasks and its follow step (plugins/action/vllm_bench_follow.py) use these, so they repeat neither
 the file names nor the files' fields.
 """
+import datetime
 import pathlib
+import re
+
+from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend.fleet.plugins.plugin_utils import progress
 
 bench_record = progress.bench_record
+# The UTC time a set-aside results file is named with; the find pattern of those files is made from it. No '.' in it:
+# vllm_bench_expired takes what comes before the last one for the results file.
+SET_ASIDE_STAMP = "%Y%m%dT%H%M%SZ"
 
 
 def vllm_bench_results_file(instance, results_dir):
@@ -28,10 +35,23 @@ def vllm_bench_plan_lines(planned):
     return [progress.plan_line(entry) for entry in entries] + progress.estimate_bases(entries)
 
 
-def vllm_bench_set_aside(results_file, stamp):
-    """Where a fresh run sets an earlier run's results file aside: its name and the time, no longer *.jsonl, so
-    nothing reads it as a current run's results."""
+def set_aside_name(results_file, stamp):
     return "%s.%s" % (results_file, stamp)
+
+
+def vllm_bench_set_aside(results_file, when):
+    """Where a fresh run sets an earlier run's results file aside: its name and the time `when` (UTC), no longer
+    *.jsonl, so nothing reads it as a current run's results."""
+    if not isinstance(when, datetime.datetime):
+        raise AnsibleFilterError("vllm_bench_set_aside: the time is %r: expected a date and time. Fix: pass "
+                                 "now(utc=true)" % (when,))
+    return set_aside_name(results_file, when.strftime(SET_ASIDE_STAMP))
+
+
+def vllm_bench_set_aside_pattern(instance):
+    """The find pattern of the results files vllm_bench_set_aside names for an instance ("*": for any), each field
+    of the time a wildcard."""
+    return set_aside_name(bench_record.results_file("", instance), re.sub(r"(%[A-Za-z])+", "*", SET_ASIDE_STAMP))
 
 
 def vllm_bench_expired(found, keep):
@@ -54,5 +74,6 @@ class FilterModule:
                 "vllm_bench_progress_file": vllm_bench_progress_file,
                 "vllm_bench_plan_lines": vllm_bench_plan_lines,
                 "vllm_bench_set_aside": vllm_bench_set_aside,
+                "vllm_bench_set_aside_pattern": vllm_bench_set_aside_pattern,
                 "vllm_bench_expired": vllm_bench_expired,
                 "vllm_bench_status_file": vllm_bench_status_file}

@@ -16,6 +16,7 @@ import uuid
 import pytest
 from hub_server import Hub
 
+from ansible_collections.ascend.fleet.plugins.filter import vllm_bench
 from twin import hosts, lifecycle
 from twin.lifecycle import Twin
 from twin.shell import docker
@@ -417,7 +418,8 @@ def test_a_fresh_benchmark_sets_the_earlier_results_aside(fleet, deployed, tmp_p
     settings.write_text(json.dumps(dict(tiny, vllm_bench_reports_dir=str(tmp_path / "reports"))))
     run = fleet.play("--limit", A, "-e", "@%s" % settings, playbook="playbooks/benchmark.yml")
     assert run.rc == 0, run.stdout
-    newest = fleet[A].exec("sh", "-c", "ls -t %s.*T*Z" % results).stdout.split()[0]  # earlier runs' too
+    aside = "/var/lib/vllm-bench/" + vllm_bench.vllm_bench_set_aside_pattern(NAME)
+    newest = fleet[A].exec("sh", "-c", "ls -t %s" % aside).stdout.split()[0]  # earlier runs' too
     assert fleet[A].read_text(newest) == before
     assert len(fleet[A].read_text(results).splitlines()) == 1 + 2  # the one group, and its answer checks
 

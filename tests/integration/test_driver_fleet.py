@@ -13,6 +13,7 @@ import urllib.request
 
 import pytest
 
+from conftest import GATEWAY_BACKEND as BACKEND
 from twin import hdk
 from twin_fleet import DEFAULT_CONTAINER, DEFAULT_PORT, SMALL_BENCH_PLAY, PlayFleet
 
@@ -20,7 +21,6 @@ pytestmark = pytest.mark.docker
 GOOD, OLD, FRESH, HELD, BROKEN = "drv-good", "drv-old", "drv-fresh", "drv-held", "drv-broken"
 GATEWAY = "drv-gateway"
 DRIVER, FIRMWARE = "25.5.2", "7.8.0.7.220"
-BACKEND = "vllm_instances"
 STATS = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
          "s.sendall(b'show servers state %s\\n'); print(s.makefile().read())" % BACKEND)
 

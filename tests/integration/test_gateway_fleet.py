@@ -32,6 +32,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import 
     image_data_url,
 )
 from ascend_vllm_fleet import cli
+from conftest import GATEWAY_BACKEND as BACKEND
 from twin.lifecycle import Twin
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as INSTANCE_PORT
@@ -41,7 +42,6 @@ pytestmark = pytest.mark.docker
 HOST_A, HOST_B, GATEWAY, KYLIN = "gw-ascend-a", "gw-ascend-b", "gw-haproxy", "gw-kylin"
 MODEL = "Qwen3-VL-8B-Instruct"
 PORT = 8080
-BACKEND = "vllm_instances"
 # The role's health checks: every 2 s, 3 failures take a server out.
 CHECK_INTERVAL_S, CHECK_FALL = 2, 3
 # The twin's monitoring settings (inventory/twin/group_vars): every 5 s a scrape, an evaluation and an npu-smi

@@ -21,9 +21,9 @@ from module_runs import run_module
 from serving_plans import host, recorded
 
 from ansible_collections.ascend.fleet.plugins.modules import haproxy_server
+from conftest import GATEWAY_BACKEND as BACKEND
 from conftest import REPO, free_port, run_playbook
 
-BACKEND = "vllm_instances"  # roles/gateway/vars/main.yml
 HAPROXY = shutil.which("haproxy")
 
 

@@ -5,7 +5,7 @@ import re
 import pytest
 import yaml
 
-from conftest import REPO
+from conftest import GATEWAY_BACKEND, REPO
 
 ROLES = sorted(path.parent.parent.name for path in REPO.glob("roles/*/defaults/main.yml"))
 PHASE_ROLES = [role for role in ROLES if role != "fleet"]
@@ -114,3 +114,18 @@ def test_every_report_goes_under_the_one_reports_folder_the_fleet_role_owns():
                                                     or "'reports' | realpath" in path.read_text())
               and path != REPO / "roles/fleet/defaults/main.yml"]
     assert others == []
+
+
+def test_the_gateways_backend_is_named_by_the_fleet_role_alone():
+    """HAProxy's backend of every instance: the gateway's config defines it, its drain and restore steps address it,
+    and the monitoring role's alert rule and fleet dashboard select its servers by it. Each takes
+    fleet_gateway_backend; no other file of the collection spells the name, so none can drift from the config."""
+    owner = REPO / "roles/fleet/vars/main.yml"
+    spelled = [str(path.relative_to(REPO)) for folder in ("roles", "playbooks", "templates", "plugins", "module_utils")
+               for path in sorted((REPO / folder).rglob("*"))
+               if path.is_file() and path != owner and GATEWAY_BACKEND in path.read_text(errors="replace")]
+    assert spelled == []
+    users = ["roles/gateway/templates/haproxy.cfg.j2", "roles/gateway/tasks/drain.yml",
+             "roles/gateway/tasks/restore.yml", "roles/monitoring/templates/alert_rules.yml.j2",
+             "roles/monitoring/templates/dashboards/ascend-fleet.json.j2"]
+    assert [user for user in users if "fleet_gateway_backend" not in (REPO / user).read_text()] == []

@@ -182,6 +182,17 @@ def test_without_a_setting_the_roles_default_bounds_the_wait_and_a_template_none
     assert bounds.seconds(B, "vllm_server", "vllm_server_ready_timeout") is None
 
 
+def test_a_bound_the_role_takes_from_a_dependency_is_read_as_ansible_merges_it(tmp_path):
+    """The fleet role's defaults reach every role that depends on it: a wait of vllm_server bound by one of them
+    sees it, and -e over it, as the play does."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {A: {}}}}))
+    default = yaml.safe_load((REPO / "roles/fleet/defaults/main.yml").read_text())["fleet_npu_smi_timeout"]
+    assert view.WaitBounds(inventory, {}).seconds(A, "vllm_server", "fleet_npu_smi_timeout") == float(default)
+    given = view.WaitBounds(inventory, {"fleet_npu_smi_timeout": default + 7})
+    assert given.seconds(A, "vllm_server", "fleet_npu_smi_timeout") == float(default + 7)
+
+
 def test_other_tasks_show_role_and_task_and_a_loop_prints_one_line(tmp_path):
     fleet_view = view.FleetView(clock=Clock())
     out = io.StringIO()

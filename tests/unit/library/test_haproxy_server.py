@@ -11,7 +11,7 @@ import time
 import pytest
 from module_runs import run_module
 
-BACKEND = "vllm_instances"  # roles/gateway/vars/main.yml
+from conftest import GATEWAY_BACKEND as BACKEND
 
 
 def test_a_missing_socket_asks_whether_haproxy_runs_with_an_admin_socket(tmp_path):
@@ -88,6 +88,6 @@ def test_a_socket_that_trickles_its_answer_is_cut_off_at_the_timeout(trickling_s
                         wait_idle=True, timeout=3)
     elapsed = time.monotonic() - started
     assert result["failed"] is True
-    assert ("vllm_instances/a:b: the time ran out (timeout: 3 s, the whole call) while waiting for HAProxy's answer "
-            "to 'show stat' on socket %s" % trickling_socket) in result["msg"] and "Fix:" in result["msg"], result
+    assert ("%s/a:b: the time ran out (timeout: 3 s, the whole call) while waiting for HAProxy's answer to 'show "
+            "stat' on socket %s" % (BACKEND, trickling_socket)) in result["msg"] and "Fix:" in result["msg"], result
     assert elapsed < 9, "the module took %.1f s with timeout 3" % elapsed

@@ -1,4 +1,5 @@
-"""plugins/filter/fleet.py: the canary batch is the batch Ansible's own `serial` runs first."""
+"""plugins/filter/fleet.py: the canary batch is the batch Ansible's own `serial` runs first. Against plays Ansible
+runs in batches: tests/local/test_serial_batches.py."""
 import pytest
 from ansible.errors import AnsibleFilterError
 

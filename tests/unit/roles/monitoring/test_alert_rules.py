@@ -26,8 +26,11 @@ from monitoring_queries import (
     vllm_target,
 )
 
+from conftest import GATEWAY_BACKEND, REPO
+
 TEMPLATE = ROLE / "templates" / "alert_rules.yml.j2"
 DEFAULTS = ROLE / "defaults" / "main.yml"
+FLEET_VARS = REPO / "roles" / "fleet" / "vars" / "main.yml"
 
 ALERTS = {
     "VllmInstanceDown": "critical", "VllmEngineDead": "critical", "VllmRestarting": "warning",
@@ -69,8 +72,15 @@ def defaults():
     return resolved
 
 
+def fleet_values():
+    """The fleet role's names the rules use (HAProxy's backend), from the fleet role's vars: names, no thresholds."""
+    values = yaml.safe_load(FLEET_VARS.read_text())
+    return {name: values[name] for name in used_variables() if name.startswith("fleet_")}
+
+
 def render(values=None):
-    return environment().from_string(TEMPLATE.read_text()).render(defaults() if values is None else values)
+    values = dict(fleet_values(), **(defaults() if values is None else values))
+    return environment().from_string(TEMPLATE.read_text()).render(values)
 
 
 def rules(text=None):
@@ -140,7 +150,7 @@ def node_target(number):
 
 
 def gateway_target(number):
-    return dict(job="gateway", host="gateway-%02d" % number, instance="127.0.0.1:8405", proxy="vllm_instances")
+    return dict(job="gateway", host="gateway-%02d" % number, instance="127.0.0.1:8405", proxy=GATEWAY_BACKEND)
 
 
 # Per fault alert: its series, the labels of three targets of it (numbered 0, 1, 2) and its value when healthy.
@@ -407,9 +417,10 @@ def test_the_leak_alerts_hold_longer_than_their_window():
 
 # --- the variables ------------------------------------------------------------------------------------------------
 def test_every_variable_the_rules_use_has_a_default():
-    values = yaml.safe_load(DEFAULTS.read_text()) or {}
+    """The role's own settings, and the fleet role's names (the gateway's backend) that the gateway uses too."""
+    values = dict(yaml.safe_load(DEFAULTS.read_text()) or {}, **yaml.safe_load(FLEET_VARS.read_text()))
     used = used_variables()
-    assert sorted(name for name in used if not name.startswith("monitoring_")) == []
+    assert sorted(name for name in used if not name.startswith(("monitoring_", "fleet_"))) == []
     assert sorted(used - set(values)) == []
 
 
@@ -475,13 +486,14 @@ def test_a_healthy_fleet_serving_traffic_fires_nothing(tmp_path):
 
 # --- what the alerts say ------------------------------------------------------------------------------------------
 def test_annotations_name_what_fired(tmp_path):
-    """The annotations as Prometheus expands them: the labels, the probe's status code and the fleet's paths on the
-    disk, read by queries from the description's template."""
+    """The annotations as Prometheus expands them: the labels, the probe's status code, the fleet's paths on the
+    disk, read by queries from the description's template, and the gateway's backend, which Jinja writes in."""
     ratio = float(defaults()["monitoring_disk_free_ratio"])
     hold = seconds(defaults()["monitoring_disk_for"])
     steps = hold // EVALUATION_S + 4
-    dead, gone, bad_chip = health(0), health(1), chip(HOST, 3)
-    input_series = [series("probe_success", "1 0x%d" % steps, **dead),
+    dead, gone, bad_chip, gateway = health(0), health(1), chip(HOST, 3), gateway_target(1)
+    input_series = [series("haproxy_backend_active_servers", "2 0x%d" % steps, **gateway),
+                    series("probe_success", "1 0x%d" % steps, **dead),
                     series("probe_http_status_code", "200 503x%d" % steps, **dead),
                     series("probe_success", "1 0x%d" % steps, **gone),
                     series("probe_http_status_code", "200 0x%d" % steps, **gone),
@@ -504,6 +516,12 @@ def test_annotations_name_what_fired(tmp_path):
                            "there, and run `ascend-vllm-fleet doctor --limit npu-node-01`; reset or replace the card, "
                            "or leave it out (ascend_preflight_unhealthy_chip_action: exclude_card) and deploy again."
         })]),
+        (30, "GatewayNoHealthyBackend", [(fired("GatewayNoHealthyBackend", **gateway), {
+            "summary": "The gateway on gateway-01 has no healthy vLLM instance",
+            "description": "HAProxy on gateway-01 has no active server left in backend %s: every request to the "
+                           "fleet's endpoint there fails with 503. Every instance is down or fails /health; see the "
+                           "VllmInstanceDown and VllmEngineDead alerts and run `ascend-vllm-fleet doctor`."
+                           % GATEWAY_BACKEND})]),
         (hold + EVALUATION_S, "DiskFilling", [(fired("DiskFilling", **FILLING_DISK), {
             "summary": "/data on npu-node-01 has %s free" % percentage(ratio / 2),
             "description": "The file system /data (/dev/sdb1) on npu-node-01 holds /data/cache (cache), "

@@ -1,17 +1,17 @@
-"""The monitoring role's Grafana dashboards (files/dashboards/*.json): stable uids, a Prometheus chosen by the
-`datasource` variable in every panel and query, host and instance variables that can show all, and queries that
-Prometheus parses, that read only the contract's series and that return data on a healthy fleet serving traffic
-(so no panel stays empty until something breaks). promtool comes from scripts/dev, into .venv/bin."""
+"""The monitoring role's Grafana dashboards (templates/dashboards/*.json.j2, as the role renders them): stable uids,
+a Prometheus chosen by the `datasource` variable in every panel and query, host and instance variables that can
+show all, and queries that Prometheus parses, that read only the contract's series and that return data on a
+healthy fleet serving traffic (so no panel stays empty until something breaks). promtool comes from scripts/dev,
+into .venv/bin."""
 import re
 
 import pytest
 import yaml
 from monitoring_queries import (
-    DASHBOARDS,
     INTERVALS,
     ROLE,
     VARIABLE,
-    dashboard_files,
+    dashboard_names,
     dashboard_queries,
     healthy_fleet,
     is_contract_series,
@@ -42,7 +42,7 @@ SHOWS = {
 
 
 def dashboards():
-    return {path.name: load(path) for path in dashboard_files()}
+    return {name: load(name) for name in dashboard_names()}
 
 
 def query_panels(dashboard):
@@ -60,7 +60,7 @@ def test_the_role_ships_the_dashboards_it_names():
 
 @pytest.mark.parametrize("name", sorted(UIDS))
 def test_each_dashboard_has_its_stable_uid(name):
-    dashboard = load(DASHBOARDS / name)
+    dashboard = load(name)
     assert dashboard["schemaVersion"] == 39
     # Links and provisioning find a dashboard by its uid; Grafana gives it its own id.
     assert dashboard["uid"] == UIDS[name] and len(dashboard["uid"]) <= 40
@@ -76,7 +76,7 @@ def test_no_two_dashboards_share_a_uid_or_a_title():
 
 @pytest.mark.parametrize("name", sorted(UIDS))
 def test_the_variables_choose_the_prometheus_and_can_show_all(name):
-    dashboard = load(DASHBOARDS / name)
+    dashboard = load(name)
     variables = template_variables(dashboard)
     assert {key: variables["datasource"][key] for key in ("type", "query")} == {"type": "datasource",
                                                                                   "query": "prometheus"}
@@ -95,7 +95,7 @@ def test_the_variables_choose_the_prometheus_and_can_show_all(name):
 
 @pytest.mark.parametrize("name", sorted(UIDS))
 def test_every_panel_and_query_reads_the_chosen_prometheus(name):
-    dashboard = load(DASHBOARDS / name)
+    dashboard = load(name)
     ids = [panel["id"] for panel in panels(dashboard)]
     assert all(isinstance(number, int) for number in ids) and len(ids) == len(set(ids))
     for panel in panels(dashboard):
@@ -111,7 +111,7 @@ def test_every_panel_and_query_reads_the_chosen_prometheus(name):
 @pytest.mark.parametrize("name", sorted(UIDS))
 def test_no_two_panels_overlap(name):
     taken = {}
-    for panel in panels(load(DASHBOARDS / name)):
+    for panel in panels(load(name)):
         place = panel["gridPos"]
         assert place["x"] + place["w"] <= 24, panel["title"]
         for x in range(place["x"], place["x"] + place["w"]):
@@ -122,7 +122,7 @@ def test_no_two_panels_overlap(name):
 
 @pytest.mark.parametrize("name", sorted(UIDS))
 def test_each_dashboard_shows_what_it_is_for(name):
-    dashboard = load(DASHBOARDS / name)
+    dashboard = load(name)
     shown = set()
     for uid, _, expr in dashboard_queries():
         if uid == dashboard["uid"]:
@@ -131,7 +131,7 @@ def test_each_dashboard_shows_what_it_is_for(name):
 
 
 def test_the_npu_dashboard_has_no_power_panel_and_says_why():
-    dashboard = load(DASHBOARDS / "ascend-npu.json")
+    dashboard = load("ascend-npu.json")
     assert "power" in dashboard["description"] and "NA" in dashboard["description"]
     assert not any("npu_chip_info_power" in expr for _, _, expr in dashboard_queries())
 

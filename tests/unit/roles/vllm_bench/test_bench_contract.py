@@ -1,7 +1,11 @@
 """Where the benchmark record is restated outside module_utils/bench_record.py, it says what bench_record says:
 the load test's documented group, the vllm_bench role's latency target, and the files its filters name."""
+import datetime
+import fnmatch
 
+import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend.fleet.plugins.filter import vllm_bench
 from ansible_collections.ascend.fleet.plugins.module_utils.bench_record import (
@@ -41,12 +45,41 @@ def test_the_roles_filters_name_the_files_bench_record_reads(tmp_path):
 
 
 def test_a_fresh_run_keeps_the_newest_set_aside_results_of_each_instance():
-    aside = vllm_bench.vllm_bench_set_aside("/var/lib/vllm-bench/vllm-ascend.jsonl", "20261203T120700Z")
+    aside = vllm_bench.vllm_bench_set_aside("/var/lib/vllm-bench/vllm-ascend.jsonl",
+                                            datetime.datetime(2026, 12, 3, 12, 7, 0))
     assert aside == "/var/lib/vllm-bench/vllm-ascend.jsonl.20261203T120700Z"
     found = [{"path": "/r/a.jsonl.2026120%dT000000Z" % day, "mtime": day} for day in range(1, 8)]
     found += [{"path": "/r/b.jsonl.20261201T000000Z", "mtime": 1}]
     assert vllm_bench.vllm_bench_expired(found, 5) == ["/r/a.jsonl.20261201T000000Z", "/r/a.jsonl.20261202T000000Z"]
     assert vllm_bench.vllm_bench_expired(found, 0) == sorted(entry["path"] for entry in found)
+
+
+def test_the_set_aside_pattern_finds_every_set_aside_results_file_and_nothing_else(tmp_path):
+    results = vllm_bench.vllm_bench_results_file("vllm-ascend-2", str(tmp_path))
+    names = [vllm_bench.vllm_bench_set_aside(results, datetime.datetime(year, month, day, hour, minute, second))
+             for year, month, day, hour, minute, second in ((2026, 1, 5, 0, 0, 0), (2026, 12, 31, 23, 59, 59))]
+    others = [results, vllm_bench.vllm_bench_progress_file(results), str(tmp_path / "vllm-ascend-2.jsonl.partial")]
+    for instance in ("*", "vllm-ascend-2"):
+        pattern = vllm_bench.vllm_bench_set_aside_pattern(instance)
+        assert [fnmatch.fnmatch(name.rsplit("/", 1)[1], pattern) for name in names + others] == [True, True] + [
+            False] * len(others), pattern
+    assert not fnmatch.fnmatch(names[0].rsplit("/", 1)[1], vllm_bench.vllm_bench_set_aside_pattern("vllm-ascend-1"))
+
+
+def test_the_role_sets_results_aside_and_finds_them_by_the_filters_alone():
+    """The name's time format and the find pattern are the filters' (plugins/filter/vllm_bench.py): the role's tasks
+    restate neither."""
+    tasks = yaml.safe_load((REPO / "roles/vllm_bench/tasks/main.yml").read_text(encoding="utf-8"))
+    steps = {task["name"]: task for block in tasks if "block" in block for task in block["block"]}
+    assert "ascend.fleet.vllm_bench_set_aside(now(utc=true))" in steps["Set earlier results aside"][
+        "ansible.builtin.command"]["argv"][-1]
+    assert steps["Find the results set aside"]["ansible.builtin.find"]["patterns"] == [
+        "{{ '*' | ascend.fleet.vllm_bench_set_aside_pattern }}"]
+
+
+def test_a_set_aside_time_that_is_no_date_is_refused_by_name():
+    with pytest.raises(AnsibleFilterError, match=r"the time is '20261203T120700Z': expected a date and time\. Fix"):
+        vllm_bench.vllm_bench_set_aside("/r/a.jsonl", "20261203T120700Z")
 
 
 def test_the_roles_plan_says_what_its_estimates_are_based_on():
