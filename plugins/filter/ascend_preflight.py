@@ -326,6 +326,15 @@ def describe(facts, architecture):
         facts.get("firmware_version") or "unknown")
 
 
+def yaml_type(value):
+    """The plain type a setting's value was read as (Ansible hands values over in subclasses that carry their
+    origin): float for 25.5, whatever the class."""
+    for kind in (bool, int, float, str, list, dict):
+        if isinstance(value, kind):
+            return kind.__name__
+    return type(value).__name__
+
+
 def ascend_preflight_setting_problems(driver_version, firmware_version, disk_checks):
     """What is wrong with the role's settings, one sentence each: checked once, before any host is judged."""
     problems = []
@@ -335,7 +344,7 @@ def ascend_preflight_setting_problems(driver_version, firmware_version, disk_che
             ("ascend_preflight_firmware_version", firmware_version, "7.8.0.7.220", "")):
         if not isinstance(value, str) or not value:
             problems.append('%s is %s (%s): expected a quoted version string such as "%s"%s.' % (
-                variable, json.dumps(value), type(value).__name__, example, why))
+                variable, json.dumps(value), yaml_type(value), example, why))
     for entry in disk_checks if isinstance(disk_checks, list) else [disk_checks]:
         fields = entry if isinstance(entry, dict) else {}
         path, size = fields.get("path"), fields.get("min_free_gb")

@@ -631,9 +631,9 @@ def test_a_slower_canary_stops_the_roll_and_goes_back(fleet):
     assert image == IMAGE and not set_aside and container == before[canary][0]
     assert running(fleet, other) == before[other]
     # A build under a tag of its own is no release the table knows: it was deployed with the table's conservative
-    # settings (rc1's), and the host was told so, in the image phase and again in the server phase.
+    # settings (rc1's), and the host was told so, once, before the image phase.
     warnings = release_checks(run, canary, "runner_on_ok")
-    assert len(warnings) == 2 and warnings[0] == warnings[1], warnings
+    assert len(warnings) == 1, warnings
     assert warnings[0].startswith("%s: %s is not in the release table (roles/fleet/files/vllm_ascend_releases.yml)"
                                   % (canary, SLOWER)), warnings
     # Serving again: the gateway's health checks pass (the firewall keeps the controller off its port).

@@ -46,3 +46,12 @@ def test_every_problem_is_reported_at_once():
     problems = ascend_preflight_setting_problems(25.5, 7.1, [{"path": "relative", "min_free_gb": 1}])
     assert [problem.split(" ")[0] for problem in problems] == [
         "ascend_preflight_driver_version", "ascend_preflight_firmware_version", "ascend_preflight_disk_checks"]
+
+
+def test_a_value_handed_over_in_a_subclass_is_named_by_its_plain_type():
+    """Ansible hands settings over in subclasses that carry their origin: the message names what YAML read."""
+    class Tagged(float):
+        pass
+
+    (problem,) = ascend_preflight_setting_problems(Tagged(25.5), "7.8.0.7.220", GOOD_DISKS)
+    assert problem.startswith("ascend_preflight_driver_version is 25.5 (float):"), problem
