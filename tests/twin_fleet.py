@@ -257,8 +257,10 @@ def serves_now(fleet, name):
 
 
 def wait_until(condition, what, timeout=300):
-    """Poll condition until it holds; a test failure naming what was awaited after timeout seconds."""
+    """Poll condition until it holds and return when (time.monotonic()); after timeout seconds, a test failure naming
+    what was awaited. what may be a function: it is called then, to say what was seen instead."""
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, "not within %d s: %s" % (timeout, what)
+        assert time.monotonic() < deadline, "not within %d s: %s" % (timeout, what() if callable(what) else what)
         time.sleep(0.5)
+    return time.monotonic()

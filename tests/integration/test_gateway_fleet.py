@@ -36,7 +36,7 @@ from conftest import GATEWAY_BACKEND as BACKEND
 from twin.lifecycle import Twin
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as INSTANCE_PORT
-from twin_fleet import SMALL_BENCH, PlayFleet
+from twin_fleet import SMALL_BENCH, PlayFleet, wait_until
 
 pytestmark = pytest.mark.docker
 HOST_A, HOST_B, GATEWAY, KYLIN = "gw-ascend-a", "gw-ascend-b", "gw-haproxy", "gw-kylin"
@@ -125,14 +125,6 @@ def firing(fleet):
     alerts = prometheus(fleet, "alerts")["alerts"]
     return {(alert["labels"]["alertname"], alert["labels"].get("host")) for alert in alerts
             if alert["state"] == "firing"}
-
-
-def wait_until(condition, what, timeout):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "%s: not within %d s" % (what, timeout)
-        time.sleep(0.5)
-    return time.monotonic()
 
 
 def test_prometheus_scrapes_every_instance_gateway_and_exporter_and_every_dashboard_query_returns_data(fleet):
@@ -801,6 +793,12 @@ def test_planned_replacements_fire_no_restart_alert_and_a_crash_loop_does(fleet)
     host = fleet[HOST_A]
     counted = host.inspect(NAME)["RestartCount"]
 
+    def seen():
+        state = host.inspect(NAME)
+        shown = {key: state["State"][key] for key in ("Status", "Pid", "ExitCode", "Error")}
+        return "restarts %d, state %s, on the gateway %s" % (
+            state["RestartCount"] - counted, shown, servers(fleet)["%s:%s" % (HOST_A, NAME)][0])
+
     def serving_again(restarts):
         """Restarted at least that many times since the test began (a start that fails on a loaded machine is a
         restart more), running, and back on the gateway."""
@@ -808,9 +806,14 @@ def test_planned_replacements_fire_no_restart_alert_and_a_crash_loop_does(fleet)
         return state["RestartCount"] >= counted + restarts and state["State"]["Running"] and not state["State"][
             "Restarting"] and servers(fleet)["%s:%s" % (HOST_A, NAME)][0] == "UP"
     while host.inspect(NAME)["RestartCount"] - counted <= most:
-        restarts = host.inspect(NAME)["RestartCount"] - counted + 1
-        host.exec("kill", "-USR1", str(host.inspect(NAME)["State"]["Pid"]))
-        wait_until(lambda done=restarts: serving_again(done), "restart %d by Docker, serving again" % restarts, 180)
+        state = host.inspect(NAME)
+        restarts = state["RestartCount"] - counted + 1
+        # The pid of a running container only: a container between two starts has pid 0, and `kill 0` signals the
+        # kill command's own process group.
+        assert state["State"]["Running"] and state["State"]["Pid"] > 0, seen()
+        host.exec("kill", "-USR1", str(state["State"]["Pid"]))
+        wait_until(lambda done=restarts: serving_again(done),
+                   lambda done=restarts: "restart %d by Docker, serving again; seen: %s" % (done, seen()))
     restarted = host.inspect(NAME)["RestartCount"] - counted
 
     def restarting():
