@@ -107,7 +107,7 @@ checks:
   description: How many checks were made (a check whose subject is missing leaves out those that would read it).
   returned: always
   type: int
-  sample: 19
+  sample: 23
 failures:
   description: Each failed check, host-wide ones first, then per instance.
   returned: always
@@ -144,7 +144,7 @@ summary:
   description: One line for the host - verified with its instances and checks, or how many checks failed.
   returned: always
   type: str
-  sample: "npu-node-07: verified: 1 instance(s), 19 checks passed"
+  sample: "npu-node-07: verified: 1 instance(s), 23 checks passed"
 """
 
 from ansible.module_utils.basic import AnsibleModule

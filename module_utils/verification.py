@@ -35,8 +35,9 @@ from ansible_collections.ascend.fleet.plugins.module_utils.serving_plan import P
 from ansible_collections.ascend.fleet.plugins.module_utils.serving_plan import read as read_plan
 from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import read_text, recorded_hash
 
-# What each instance of a plan must record for its checks (vllm_plan's RETURN): a plan without them was not written
-# by vllm_plan.
+# What a plan and each of its instances must record for the checks (vllm_plan's RETURN): a plan without them was
+# not written by vllm_plan.
+PLAN_FIELDS = ("image", "served_name")
 INSTANCE_FIELDS = ("container", "script", "devices", "npu_ids")
 # The image request of the verification: small and short, as it runs on every instance of every host.
 SMOKE_SIZE = (320, 240)
@@ -295,33 +296,43 @@ def judge_answers(verdict, name, instance, found, served_name, host):
                   "does not serve right: %s, expected right answers (fleet_answer_check)" % said, fix or logs)
 
 
+def judge_plan(verdict, found):
+    """The recorded plan is there, this host's, and holds what the checks read; the instances it holds whole (none
+    when it cannot be used)."""
+    plan, problem, host = found["plan"], found["plan_problem"], verdict.host
+    said, fix = split_fix(problem or "no serving plan at %s, expected the one the deploy records" % found["plan_file"])
+    if ", expected " not in said:  # a plan that is another host's, or no JSON: its sentence names no expectation
+        said += ", expected the plan vllm_plan recorded for %s" % host
+    if not verdict.check(plan is not None, "plan", None, "none" if problem is None else said, found["plan_file"], said,
+                         fix or "deploy first (ansible-playbook site.yml, or ascend-vllm-fleet deploy), which records "
+                                "it; or set fleet_plan_file to where the deploy recorded it"):
+        return []
+
+    def holds(name, record, required):
+        missing = [field for field in required if field not in record]
+        return verdict.check(not missing, "plan", name, ", ".join(missing), ", ".join(required),
+                             "the plan %s records no %s%s, expected what vllm_plan records" % (
+                                 found["plan_file"], ", ".join(missing), "" if name is None else " for it"),
+                             "%s, which rewrites the plan" % deploy_fix(host))
+
+    if not holds(None, plan, PLAN_FIELDS):
+        return []
+    return [instance for instance in plan["instances"] if holds(instance["name"], instance, INSTANCE_FIELDS)]
+
+
 def judge(found, expected):
     """The verdict on what read found of a host ({host, npu, plan, plan_file, plan_problem, instances}), against
     expected ({driver_version, firmware_version, restart_policy}): {verified, checks, failures: [{check, instance
     (None for the host), found, expected, fix, message}], summary}. A check whose subject is missing (no plan, no
     container, nothing listening) is one failure, and the checks that would read that subject are not made."""
-    host, plan = found["host"], found["plan"]
-    verdict = Verdict(host)
+    verdict = Verdict(found["host"])
     judge_npu(verdict, found["npu"], expected)
-    problem = found["plan_problem"]
-    said, fix = split_fix(problem or "no serving plan at %s, expected the one the deploy records" % found["plan_file"])
-    if ", expected " not in said:  # a plan that is another host's, or no JSON
-        said += ", expected the plan vllm_plan recorded for %s" % host
-    instances = plan["instances"] if plan else []
-    if verdict.check(plan is not None, "plan", None, "none" if problem is None else said, found["plan_file"], said,
-                     fix or "deploy first (ansible-playbook site.yml, or ascend-vllm-fleet deploy), which "
-                            "records it; or set fleet_plan_file to where the deploy recorded it"):
-        for instance in instances:
-            name = instance["name"]
-            missing = [field for field in INSTANCE_FIELDS if field not in instance]
-            if not verdict.check(not missing, "plan", name, ", ".join(missing), ", ".join(INSTANCE_FIELDS),
-                                 "the plan records no %s for it (%s), expected what vllm_plan records of every "
-                                 "instance" % (", ".join(missing), found["plan_file"]),
-                                 "%s, which rewrites the plan" % deploy_fix(host)):
-                continue
-            judge_chips(verdict, name, instance, found["npu"])
-            read_of = found["instances"][name]
-            if judge_container(verdict, name, instance, read_of, plan, expected) and read_of["container"]["running"]:
-                judge_answers(verdict, name, instance, read_of, plan["served_name"], host)
+    plan = found["plan"]
+    for instance in judge_plan(verdict, found):
+        name = instance["name"]
+        judge_chips(verdict, name, instance, found["npu"])
+        read_of = found["instances"][name]
+        if judge_container(verdict, name, instance, read_of, plan, expected) and read_of["container"]["running"]:
+            judge_answers(verdict, name, instance, read_of, plan["served_name"], verdict.host)
     return {"verified": not verdict.failures, "checks": verdict.checks, "failures": verdict.failures,
-            "summary": verdict.summary(len(instances))}
+            "summary": verdict.summary(len(plan["instances"]) if plan else 0)}

@@ -53,7 +53,7 @@ def test_a_host_that_serves_its_plan_passes_and_extra_vars_set_what_is_expected(
     run = verify(tmp_path, hosts, "--limit", "localhost")
     assert run.rc == 0 and run.changed() == 0, run.stdout
     (result,) = run.results("Check the host and each instance against the plan its deploy recorded").values()
-    assert result["verified"] and result["checks"] == 22, result
+    assert result["verified"] and result["checks"] == 23, result
     # What a deploy with this -e runs, over the inventory and the role's default, as Ansible ranks them.
     run = verify(tmp_path, hosts, "--limit", "localhost", "-e", "vllm_server_restart_policy=always")
     assert run.rc != 0
@@ -100,7 +100,7 @@ def test_the_command_prints_each_hosts_verdict_and_exits_non_zero_when_one_fails
     host, hosts = served
     passed = command(hosts, "-l", "localhost")
     assert passed.returncode == 0, passed.stdout
-    assert "\nlocalhost: verified: 1 instance(s), 22 checks passed\n" in passed.stdout, passed.stdout
+    assert "\nlocalhost: verified: 1 instance(s), 23 checks passed\n" in passed.stdout, passed.stdout
     host.serve(HostConfig={"RestartPolicy": {"Name": "no"}, "Devices": []})
     failed = command(hosts, "-e", "fleet_driver_version=25.5.1")
     assert failed.returncode != 0
@@ -109,7 +109,7 @@ def test_the_command_prints_each_hosts_verdict_and_exits_non_zero_when_one_fails
     rows = {line.split()[0]: line.split()[1] for line in table.splitlines()[1:]}
     assert rows == {"localhost": "FAILED", "gone": "UNREACHABLE"}, failed.stdout
     verdict = verdicts.splitlines()
-    assert verdict[0] == "localhost: 3 of 22 checks failed", failed.stdout
+    assert verdict[0] == "localhost: 3 of 23 checks failed", failed.stdout
     assert [line.split(". Fix: ")[0] for line in verdict[1:]] == [
         "  localhost: driver is 25.5.2, expected 25.5.1",
         "  localhost, instance %s: restart policy no, expected unless-stopped" % NAME,

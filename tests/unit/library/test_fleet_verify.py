@@ -20,8 +20,8 @@ def host(tmp_path, server):  # noqa: F811
 def test_a_host_that_serves_its_recorded_plan_is_verified_in_check_mode_too(host, check_mode):
     result = run_module("fleet_verify", _ansible_check_mode=check_mode, **host.module_args(api_key=SECRET))
     assert not result.get("failed") and result["verified"] and not result["changed"], result
-    assert result["failures"] == [] and result["checks"] == 22
-    assert result["summary"] == "npu-a: verified: 1 instance(s), 22 checks passed"
+    assert result["failures"] == [] and result["checks"] == 23
+    assert result["summary"] == "npu-a: verified: 1 instance(s), 23 checks passed"
     assert SECRET not in json.dumps(result)
 
 

@@ -55,8 +55,8 @@ def plan_refused(plan):
 def test_a_host_that_serves_what_was_recorded_passes_every_check():
     verdict = verification.judge(reading(), EXPECTED)
     assert verdict["verified"] and verdict["failures"] == [], verdict["failures"]
-    assert verdict["checks"] == 22
-    assert verdict["summary"] == "npu-a: verified: 1 instance(s), 22 checks passed"
+    assert verdict["checks"] == 23
+    assert verdict["summary"] == "npu-a: verified: 1 instance(s), 23 checks passed"
 
 
 def edit(path, value):
@@ -83,8 +83,11 @@ FAILURES = {
         "plan", None, 'serving plan of npu-a (/etc/vllm-ascend/plan.json): it is the plan of "npu-b", not of npu-a (a '
                       'copied file?), expected the plan vllm_plan recorded for npu-a'),
     "a plan instance without its files": (lambda found, _: found["plan"]["instances"][0].pop("script"), "plan", NAME,
-        "the plan records no script for it (/etc/vllm-ascend/plan.json), expected what vllm_plan records of every "
-        "instance"),
+                                          "the plan /etc/vllm-ascend/plan.json records no script for it, expected "
+                                          "what vllm_plan records"),
+    "a plan without its image": (lambda found, _: found["plan"].pop("image"), "plan", None,
+                                 "the plan /etc/vllm-ascend/plan.json records no image, expected what vllm_plan "
+                                 "records"),
     "npu-smi not ready": (lambda found, _: found["npu"].update(ready=False, problems=["npu-smi not found"]),
                           "npu_smi", None, "npu-smi is not ready (npu-smi not found), expected it to list the chips"),
     "another driver": (edit("npu.driver_version", "24.1.rc2.2"), "driver", None,
