@@ -1,9 +1,9 @@
 """ascend-vllm-fleet: run the collection's playbooks with a live view of every host, and a summary at the end.
 
-Each subcommand drives a playbook through ansible-runner (verify runs the testinfra suite); what the view
-shows is in view.py. The run's artifacts go to artifacts/<timestamp>/ without the env files, so API keys or
-registry passwords passed with -e never land on disk. The Ansible tools it runs are those beside the Python it
-runs under (its venv's bin/, activated or not), else those on PATH.
+Each subcommand drives a playbook through ansible-runner; what the view shows is in view.py. The run's
+artifacts go to artifacts/<timestamp>/ without the env files, so API keys or registry passwords passed with -e
+never land on disk. The Ansible tools it runs are those beside the Python it runs under (its venv's bin/,
+activated or not), else those on PATH.
 """
 import argparse
 import contextlib
@@ -12,7 +12,6 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -31,8 +30,9 @@ def default_inventory():
     return os.environ.get("ANSIBLE_INVENTORY") or str(DEFAULT_INVENTORY)
 
 
-PLAYBOOKS = {"deploy": "site.yml", "bench": "playbooks/benchmark.yml", "teardown": "playbooks/teardown.yml",
-             "doctor": "playbooks/doctor.yml", "collect": "playbooks/doctor.yml", "images": "playbooks/images.yml"}
+PLAYBOOKS = {"deploy": "site.yml", "verify": "playbooks/verify.yml", "bench": "playbooks/benchmark.yml",
+             "teardown": "playbooks/teardown.yml", "doctor": "playbooks/doctor.yml", "collect": "playbooks/doctor.yml",
+             "images": "playbooks/images.yml"}
 EXAMPLES = {
     "deploy": """\
         ascend-vllm-fleet deploy -i inventory/prod/hosts.yml
@@ -106,7 +106,7 @@ def utc_stamp():
 
 
 def find_tool(name):
-    """The path of the tool `name` (ansible-playbook, ansible, ansible-inventory, pytest): beside the Python this
+    """The path of the tool `name` (ansible-playbook, ansible): beside the Python this
     command runs under first, so that .venv/bin/ascend-vllm-fleet runs its own venv's Ansible whether that venv is
     activated or not, then on PATH."""
     folder = os.path.dirname(sys.executable)
@@ -124,7 +124,7 @@ def find_tool(name):
 
 def tools_path(*tools):
     """PATH for a run of these tools: their folders first, as an activated venv has it, so that what they start in
-    turn (testinfra's ansible-inventory, ansible-playbook's own helpers) comes from where they were found."""
+    turn (ansible-playbook's own helpers) comes from where they were found."""
     folders = []
     for tool in tools:
         if os.path.dirname(tool) not in folders:
@@ -227,72 +227,13 @@ def run_playbook(args, playbook, extravars, out=sys.stdout, report_dir=None, sta
         return 1
     table, any_failed = summary_table(runner.stats, fleet_view)
     out.write("\n%s\n" % table)
+    if fleet_view.verdicts:
+        out.write("\n%s\n" % view.verdicts_text(fleet_view.verdicts))
     summary = report_dir / "summary.json" if report_dir else None
     if summary and summary.exists():
         out.write("\n%s\n" % view.report_summary(report_dir, json.loads(summary.read_text(encoding="utf-8"))))
     out.write("\nartifacts: %s\n" % (artifacts / runner.config.ident))
     return 1 if any_failed or runner.rc != 0 else 0
-
-
-def command_verify(args, out=sys.stdout):
-    # testinfra splits --hosts on commas, and every part needs its backend.
-    hosts = ",".join("ansible://" + part for part in (args.limit or "ascend").split(","))
-    pytest, inventory_tool = find_tool("pytest"), find_tool("ansible-inventory")
-    # testinfra runs ansible-inventory and ansible by name: they must be those found here.
-    env = dict(os.environ, PATH=tools_path(pytest, inventory_tool, find_tool("ansible")))
-    with inventory_with(args.inventory, extra_vars(args.extra_vars), inventory_tool, env) as inventory:
-        command = [pytest, str(REPO / "tests" / "verify"), "--hosts=" + hosts,
-                   "--ansible-inventory=%s" % pathlib.Path(inventory).resolve(), "-p", "no:cacheprovider", "-q"]
-        out.write("running: %s\n" % " ".join(command))
-        out.flush()
-        return subprocess.run(command, cwd=str(REPO), env=env).returncode
-
-
-@contextlib.contextmanager
-def inventory_with(inventory, extravars, inventory_tool, env):
-    """The inventory the verify suite is to read, with extravars over every host's variables.
-
-    The suite reads what a host should run from the inventory alone (testinfra's ansible-inventory, and the -i of
-    tests/verify/read.yml), so extra variables reach it in a copy of the inventory: each host's variables as Ansible
-    resolves them (group_vars/ and host_vars/ included), extravars over them, as host variables, which outrank the
-    inventory's and the roles' defaults as -e does. The copy's folder links everything else of the inventory's
-    folder, so that paths made from inventory_dir (fleet_api_key_file: credentials/api-key) are the same files."""
-    if not extravars:
-        yield inventory
-        return
-    source = pathlib.Path(inventory).resolve()
-    # An inventory Ansible cannot parse is only a warning to it, and the copy would hold no host.
-    listed = subprocess.run([inventory_tool, "-i", str(source), "--list"], cwd=str(REPO),
-                            env=dict(env, ANSIBLE_INVENTORY_UNPARSED_FAILED="true"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-    if listed.returncode != 0:
-        raise SystemExit("ascend-vllm-fleet verify: %s could not read inventory %s to set -e on its hosts (exit code "
-                         "%d): %s\nFix: make `ansible-inventory -i %s --list` succeed"
-                         % (inventory_tool, source, listed.returncode, listed.stderr.strip()[-2000:], source))
-    groups = json.loads(listed.stdout)
-    hostvars = groups.pop("_meta", {}).get("hostvars", {})
-    given = set()
-
-    def host(name):
-        # A host's variables once, where it is first listed; its other groups only name it.
-        if name in given:
-            return None
-        given.add(name)
-        return dict(hostvars.get(name, {}), **extravars)
-
-    copy = {group: {"hosts": {name: host(name) for name in members.get("hosts", [])},
-                    "children": {child: None for child in members.get("children", [])}}
-            for group, members in groups.items()}
-    folder = source if source.is_dir() else source.parent
-    with tempfile.TemporaryDirectory(prefix="verify-inventory-") as tree:
-        written = pathlib.Path(tree) / "hosts.yml"
-        for entry in folder.iterdir():
-            # group_vars/ and host_vars/ are in the copy's host variables already; read again, host_vars/ would
-            # outrank extravars.
-            if entry.name not in ("group_vars", "host_vars", written.name):
-                (pathlib.Path(tree) / entry.name).symlink_to(entry)
-        written.write_text(json.dumps(copy, indent=1), encoding="utf-8")
-        yield str(written)
 
 
 def gather_facts(args, folder):
@@ -390,7 +331,7 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="ascend-vllm-fleet", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     helps = {"deploy": "preflight, then runtime, image, model and server on every host (site.yml)",
-             "verify": "check that every host still serves what the inventory says (testinfra suite)",
+             "verify": "check that every host still serves what its deploy recorded (reads only)",
              "bench": "benchmark every instance and write the fleet report",
              "report": "rebuild a report from fetched results",
              "teardown": "remove the containers and rendered files",
@@ -435,9 +376,7 @@ def build_parser():
                          help="inventory file (default: $ANSIBLE_INVENTORY, else the twin's)")
         sub.add_argument("-l", "--limit", help="only these hosts (an Ansible pattern)")
         sub.add_argument("-e", "--extra-vars", action="append", metavar="KEY=VALUE",
-                         help="set a variable (repeatable); values are parsed as JSON when they can be" + (
-                             ". The suite reads it as every host's variable, over the inventory's, as a deploy "
-                             "with the same -e set it" if name == "verify" else ""))
+                         help="set a variable (repeatable); values are parsed as JSON when they can be")
         if name in ("deploy", "images"):
             sub.add_argument("--check", action="store_true", help="show what would change, change nothing")
         if name == "bench":
@@ -464,8 +403,6 @@ def main(argv=None):
         sys.stderr.write("ascend-vllm-fleet: inventory %s not found: %s, or pass -i inventory/<site>/hosts.yml\n"
                          % (inventory, hint))
         return 2
-    if args.command == "verify":
-        return command_verify(args)
     if args.command == "report":
         return command_report(args)
     extravars, report_dir = playbook_vars(args)

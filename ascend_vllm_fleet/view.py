@@ -6,6 +6,9 @@ the group, errors so far, elapsed time and ETA. The host rows come from ansible-
 rows from the statuses the vllm_bench role's follow step keeps in <report folder>/progress/<host>.json
 (plugins/plugin_utils/progress.py), the same the playbook's own output prints a line of at each group change.
 
+After a verification (playbooks/verify.yml), each host's verdict as its fleet_verify task returned it: its summary
+line, then each failure's sentence.
+
 On a terminal the rows are redrawn in place (rich); otherwise a row is printed as a line when it changes, and
 never twice the same.
 """
@@ -24,6 +27,8 @@ LONG_WAITS = {
     "ansible.builtin.async_status": ("loading model", ("vllm_server", "vllm_server_ready_timeout")),
     "ascend.fleet.docker_image_pull": ("pulling image", None),
 }
+# The module whose result is a host's verdict in a run of playbooks/verify.yml: what the command prints per host.
+VERIFY_ACTION = "ascend.fleet.fleet_verify"
 COLUMNS = ("host", "instance", "phase", "group", "parameters", "requests", "errors", "elapsed", "ETA")
 REFRESH_S = 1.0
 
@@ -102,6 +107,7 @@ class FleetView:
         self.plan_shown = False
         self.notes = []
         self.failures = {}
+        self.verdicts = {}
 
     def see(self, host):
         if host not in self.hosts:
@@ -117,14 +123,19 @@ class FleetView:
         if not host:
             return
         self.see(host)
+        result = data.get("res") or {}
+        if kind in ("runner_on_ok", "runner_on_failed") and "summary" in result and (
+                data.get("resolved_action") or data.get("task_action")) == VERIFY_ACTION:
+            # Its failures are told whole below the table; the table's reason is its summary.
+            self.verdicts[host] = result
         if kind == "runner_on_start":
             self.tasks[host] = self.task(host, data)
-        elif kind == "runner_item_on_ok" and "planned_groups" in (data.get("res") or {}):
-            self.plan.setdefault(host, []).append(progress.plan_entry(data["res"]))
+        elif kind == "runner_item_on_ok" and "planned_groups" in result:
+            self.plan.setdefault(host, []).append(progress.plan_entry(result))
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
-            self.failures.setdefault(host, failure_reason(data))
+            self.failures.setdefault(host, result["summary"] if host in self.verdicts else failure_reason(data))
         elif kind == "runner_on_unreachable":
-            self.failures.setdefault(host, "unreachable: %s" % (data.get("res") or {}).get("msg", ""))
+            self.failures.setdefault(host, "unreachable: %s" % result.get("msg", ""))
 
     def task(self, host, data):
         """What a host does now: its task, when it started, and for a long wait its name and bound."""
@@ -202,6 +213,15 @@ def failure_reason(data):
     if isinstance(message, list):
         message = " ".join(str(part) for part in message)
     return "%s: %s" % (data.get("task", "task"), " ".join(str(message).split())[:300])
+
+
+def verdicts_text(verdicts):
+    """What the verification found, host by host: its summary line, then each failure's sentence."""
+    lines = []
+    for host in sorted(verdicts):
+        lines.append(verdicts[host]["summary"])
+        lines += ["  " + failure["message"] for failure in verdicts[host].get("failures") or []]
+    return "\n".join(lines)
 
 
 def text_table(rows):

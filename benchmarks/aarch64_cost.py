@@ -4,9 +4,9 @@
 Real hosts are Kunpeng 920s (aarch64); on an x86_64 machine the twin runs an aarch64 host's programs, its Python
 and the stand-in under qemu-user. This brings up two twin hosts with the seed's four cards, one of each
 architecture, and on each alone times what the suite asks of an aarch64 host: the first deploy (`site.yml`: the
-image pulled, the model checked, the instance started and smoke-tested), the verify suite, and the quick
-benchmark (`playbooks/benchmark.yml`). Prints the seconds of each and the aarch64/native ratio. Timings are from one
-run on a shared machine: read them as ratios.
+image pulled, the model checked, the instance started and smoke-tested), the verification (`playbooks/verify.yml`)
+and the quick benchmark (`playbooks/benchmark.yml`). Prints the seconds of each and the aarch64/native ratio.
+Timings are from one run on a shared machine: read them as ratios.
 
 Needs the twin's registry and images (`scripts/dev twin up`). Usage:
   .venv/bin/python benchmarks/aarch64_cost.py
@@ -15,7 +15,6 @@ import argparse
 import os
 import pathlib
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,19 +26,6 @@ from twin.lifecycle import Twin  # noqa: E402
 from twin.platforms import NATIVE  # noqa: E402
 
 HOSTS = {NATIVE: ("cost-native", "seed_duo4"), "aarch64": ("cost-aarch64", "kunpeng_seed_duo4")}
-
-
-def verify(inventory, log):
-    """The verify suite against the inventory, as an operator runs it; its seconds."""
-    started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "pytest", "tests/verify", "--hosts=ansible://ascend",
-                             "--ansible-inventory=%s" % inventory, "-p", "no:cacheprovider", "-q"], cwd=str(REPO),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
-    elapsed = time.monotonic() - started
-    log.write_text(result.stdout)
-    if result.returncode != 0:
-        sys.exit("the verify suite failed; its output is in %s" % log)
-    return elapsed
 
 
 def main():
@@ -60,7 +46,7 @@ def main():
                 print("%s (%s): deploy, verify, quick benchmark ..." % (name, architecture), flush=True)
                 seconds[architecture] = (
                     site(inventory, workdir / ("%s-site.log" % name))[0],
-                    verify(inventory, workdir / ("%s-verify.log" % name)),
+                    site(inventory, workdir / ("%s-verify.log" % name), playbook="playbooks/verify.yml")[0],
                     site(inventory, workdir / ("%s-bench.log" % name), "-e",
                          "vllm_bench_reports_dir=%s" % (workdir / name), playbook="playbooks/benchmark.yml")[0])
         finally:
@@ -69,7 +55,7 @@ def main():
         platform.machine(), os.cpu_count(), time.strftime("%Y-%m-%d")))
     print("| step | %s (s) | aarch64, emulated (s) | ratio |" % NATIVE)
     print("|---|---|---|---|")
-    for index, step in enumerate(("first deploy (site.yml)", "verify suite", "quick benchmark")):
+    for index, step in enumerate(("first deploy (site.yml)", "verification", "quick benchmark")):
         native, emulated = seconds[NATIVE][index], seconds["aarch64"][index]
         print("| %s | %.0f | %.0f | %.1f |" % (step, native, emulated, emulated / native))
     total = [sum(seconds[architecture]) for architecture in (NATIVE, "aarch64")]

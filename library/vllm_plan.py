@@ -18,7 +18,7 @@ description:
     this collection that maps a planned chip (a chip opens in one container only - drvRet=87, resources are busy).
   - Completes the plan with where each instance's files are (C(script), C(env_file) in O(config_dir)) and its
     C(container), and writes it to O(path) (JSON, whole or not at all), before any instance starts - the
-    benchmark, the gateway, the verify suite and teardown read what this run meant to serve.
+    benchmark, the gateway, the verification and teardown read what this run meant to serve.
   - Creates O(config_dir) (0750), O(cache_dir) (0700) and the host's secret O(salt_file) (0600), which salts the
     API key in the instances' config-hash labels.
   - Removes the containers (and C(<name>-previous)) and files of this host's instances that the plan no longer

@@ -14,7 +14,7 @@ module: vllm_plan_info
 short_description: Read the serving plan a deploy recorded on a host, refusing one it did not write for that host
 description:
   - Reads the plan the vllm_plan module recorded (its fields are documented there), for the gateway, the
-    benchmark, teardown and the verify suite.
+    benchmark and teardown; fleet_verify reads it alike.
   - Fails, naming the file and the fix, on a plan file that cannot be read, is not JSON, has another format, is
     another host's (a copied file), has no instances or an instance without a usable port.
   - A host with no plan file is not deployed yet - RV(plan) is null.

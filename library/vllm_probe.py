@@ -211,19 +211,16 @@ logs:
   sample: "ERROR ValueError: Ascend 310P does not support dtype bfloat16"
 """
 
-import json
 import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.fleet.plugins.module_utils.answer_check import (
-    ANSWER_FIX,
     CHECKS,
-    asker,
-    check_answers,
-    degenerate,
-    quote,
+    SMOKE_PROMPT,
+    check_answers_of,
+    smoke,
 )
 from ansible_collections.ascend.fleet.plugins.module_utils.deadline import Deadline, DeadlinePassed
 from ansible_collections.ascend.fleet.plugins.module_utils.diagnosis import log_causes
@@ -232,9 +229,6 @@ from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import 
     ENV_FILE_OPTION,
     Client,
     ClientError,
-    ImageChat,
-    answer_text,
-    image_data_url,
     key_from_env_file,
     served_models,
 )
@@ -244,7 +238,7 @@ from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import 
     text_given,
     unexpected_failure,
 )
-from ansible_collections.ascend.fleet.plugins.module_utils.png_images import generated_size, png_image
+from ansible_collections.ascend.fleet.plugins.module_utils.png_images import generated_size
 
 POLL_S = 2
 # The share of timeout kept for the tail of the container's log after a failure, and its most: a probe that ran out
@@ -256,7 +250,6 @@ HEALTH_TIMEOUT_S = 5
 MODELS_TIMEOUT_S = 10
 # Docker's own rule for container names; a container id matches it too.
 CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
-SERVER_LOG_FIX = "Fix: read the server's log (docker logs of its container) for what it did with the request"
 TIMEOUT_FIX = ("a model still loading, or a slow answer, needs a longer timeout (vllm_server_ready_timeout); a Docker "
                "call that hangs needs its daemon looked at (systemctl status docker, journalctl -u docker)")
 
@@ -351,32 +344,6 @@ def request(client, deadline, method, path, most):
     return status, answer
 
 
-def smoke(client, params, size, deadline):
-    body = ImageChat(params["model"], params["prompt"], params["max_tokens"]).body(image_data_url(png_image(*size)))
-    started = time.time()
-    waiting_on = "the image request's answer"
-    status, reply = client.chat(body, timeout=deadline.allow(waiting_on, params["request_timeout"]))
-    elapsed = time.time() - started
-    if status is None:
-        deadline.check(waiting_on)
-        raise RuntimeError("the image request got no answer: %s. %s" % (reply, SERVER_LOG_FIX))
-    if status != 200:
-        raise RuntimeError("the image request answered HTTP %d: %s. %s" % (status, str(reply)[:500], SERVER_LOG_FIX))
-    if not isinstance(reply, dict):
-        raise RuntimeError("the image request answered 200 with %r, not a chat completion. Fix: check that base_url "
-                           "is the vLLM server itself, not a proxy or another service" % str(reply)[:500])
-    answer = answer_text(reply)
-    if answer is None:
-        raise RuntimeError("the image request's answer has no choices[0].message.content text: %s. Fix: check that "
-                           "base_url is vLLM's OpenAI-compatible server" % json.dumps(reply)[:500])
-    if not answer.strip():
-        raise RuntimeError("the image request got an empty answer: %s. %s" % (json.dumps(reply)[:500], SERVER_LOG_FIX))
-    if not isinstance(reply.get("usage"), dict):
-        raise RuntimeError("the image request's answer has no usage block: %s. Fix: check that base_url is vLLM's "
-                           "OpenAI-compatible server" % json.dumps(reply)[:500])
-    return {"answer": answer.strip()[:200], "usage": reply["usage"], "smoke_latency_s": round(elapsed, 3)}
-
-
 def check_options(params):
     """The smoke image's (width, height), once every option is one the probe can use."""
     text_given(params, "model", "the served model name that /v1/models lists, such as Qwen3-VL-8B-Instruct",
@@ -423,20 +390,6 @@ def check_required_files(params, deadline):
                                % (path, code, ": " + (err or out).strip() if (err or out).strip() else ""))
 
 
-def check_answers_of(client, params, smoke_answer, deadline):
-    """The answer check's verdict (module_utils/answer_check.py); RuntimeError quoting what failed."""
-    if params["answer_check"] != "none":
-        why = degenerate(smoke_answer)
-        if why:
-            raise RuntimeError("the image request's answer %s is degenerate (%s). %s"
-                               % (quote(smoke_answer), why, ANSWER_FIX))
-    verdict = check_answers(asker(client, params["model"], params["request_timeout"], deadline),
-                            params["answer_check"])
-    if not verdict["passed"]:
-        raise RuntimeError(verdict["failure"])
-    return verdict
-
-
 def probe(client, params, size):
     """The module's result once the server is ready (and answered the smoke request and the answer check);
     ProbeFailed otherwise, with the tail of the container's log."""
@@ -481,7 +434,7 @@ def main():
             docker=dict(type="str", default="docker"),
             log_lines=dict(type="int", default=40),
             smoke_test=dict(type="bool", default=True),
-            prompt=dict(type="str", default="请描述一下图片"),
+            prompt=dict(type="str", default=SMOKE_PROMPT),
             image_size=dict(type="str", default="640x480"),
             max_tokens=dict(type="int", default=64, no_log=False),
             request_timeout=dict(type="int", default=300),

@@ -16,11 +16,15 @@ English words or Chinese numerals, markdown marks around it. A count is right wh
 answer names is the expected one (what follows, such as "2 in the top row", is explanation); a colour is right
 when the expected colour is named and no other colour of the palette is.
 
-Checks (the ``answer_check`` option of both modules):
+Checks (the ``answer_check`` option of the modules that ask them):
 - ``known``: the known questions are asked in turn until two are answered right (passed) or two wrong
   (failed), so one unlucky answer does not fail a host; a degenerate answer fails at once.
 - ``sane``: one known question is asked, and any answer that is not degenerate passes.
 - ``none``: nothing is asked.
+
+The smoke request (smoke) comes before them in the probe and the verification (fleet_verify): a generated image and
+the seed's prompt, the request an operator sends by hand, whose answer must be text with a usage block;
+check_answers_of then judges that answer (unless the check is none) and asks the questions.
 
 Degenerate answers (DEGENERATE_RULES, in the order they are tried) are what no healthy model says, however
 short its answer: see the tuple below, which the benchmark report prints beside its metric definitions.
@@ -33,12 +37,16 @@ __metaclass__ = type
 import collections
 import json
 import re
+import time
 import unicodedata
 
 from ansible_collections.ascend.fleet.plugins.module_utils.openai_client import ImageChat, answer_text, image_data_url
-from ansible_collections.ascend.fleet.plugins.module_utils.png_images import shapes_png
+from ansible_collections.ascend.fleet.plugins.module_utils.png_images import png_image, shapes_png
 
 CHECKS = ("known", "sane", "none")
+# The smoke request's text, sent with a generated image: the request an operator sends by hand (the seed's prompt).
+SMOKE_PROMPT = "请描述一下图片"
+SERVER_LOG_FIX = "Fix: read the server's log (docker logs of its container) for what it did with the request"
 # Answers to "how many" and "what colour" are a few tokens; a model that talks on is cut here, not waited for.
 ANSWER_MAX_TOKENS = 32
 # Right or wrong answers that end a `known` check.
@@ -264,3 +272,47 @@ def describe(entry):
     if entry["answer"] is None:
         return "%s, got no answer (%s)" % (asked, entry["why"])
     return "%s, got %s (%s: %s)" % (asked, quote(entry["answer"]), entry["verdict"], entry["why"])
+
+
+def smoke(client, params, size, deadline):
+    """The smoke request's answer ({answer, usage, smoke_latency_s}): params' model, prompt and max_tokens with a
+    generated image of size (width, height), answered within request_timeout and the deadline; RuntimeError naming
+    what came back when it is no chat completion with text and a usage block."""
+    body = ImageChat(params["model"], params["prompt"], params["max_tokens"]).body(image_data_url(png_image(*size)))
+    started = time.time()
+    waiting_on = "the image request's answer"
+    status, reply = client.chat(body, timeout=deadline.allow(waiting_on, params["request_timeout"]))
+    elapsed = time.time() - started
+    if status is None:
+        deadline.check(waiting_on)
+        raise RuntimeError("the image request got no answer: %s. %s" % (reply, SERVER_LOG_FIX))
+    if status != 200:
+        raise RuntimeError("the image request answered HTTP %d: %s. %s" % (status, str(reply)[:500], SERVER_LOG_FIX))
+    if not isinstance(reply, dict):
+        raise RuntimeError("the image request answered 200 with %r, not a chat completion. Fix: check that base_url "
+                           "is the vLLM server itself, not a proxy or another service" % str(reply)[:500])
+    answer = answer_text(reply)
+    if answer is None:
+        raise RuntimeError("the image request's answer has no choices[0].message.content text: %s. Fix: check that "
+                           "base_url is vLLM's OpenAI-compatible server" % json.dumps(reply)[:500])
+    if not answer.strip():
+        raise RuntimeError("the image request got an empty answer: %s. %s" % (json.dumps(reply)[:500], SERVER_LOG_FIX))
+    if not isinstance(reply.get("usage"), dict):
+        raise RuntimeError("the image request's answer has no usage block: %s. Fix: check that base_url is vLLM's "
+                           "OpenAI-compatible server" % json.dumps(reply)[:500])
+    return {"answer": answer.strip()[:200], "usage": reply["usage"], "smoke_latency_s": round(elapsed, 3)}
+
+
+def check_answers_of(client, params, smoke_answer, deadline):
+    """The answer check's verdict under params' answer_check, the smoke answer judged first (unless none);
+    RuntimeError quoting what failed."""
+    if params["answer_check"] != "none":
+        why = degenerate(smoke_answer)
+        if why:
+            raise RuntimeError("the image request's answer %s is degenerate (%s). %s"
+                               % (quote(smoke_answer), why, ANSWER_FIX))
+    verdict = check_answers(asker(client, params["model"], params["request_timeout"], deadline),
+                            params["answer_check"])
+    if not verdict["passed"]:
+        raise RuntimeError(verdict["failure"])
+    return verdict

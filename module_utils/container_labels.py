@@ -5,8 +5,9 @@
 place their names are spelled.
 
 <prefix>.instance marks a container as this collection's and names the instance it serves; .host and .port say
-where it serves, .served-name what (the benchmark and the verify suite read them); .config-hash is the hash of its
-`docker run`, by which vllm_instance keeps or replaces it and a benchmark baseline names its spec.
+where it serves, .served-name what (the benchmark reads them); .config-hash is the hash of its `docker run`, by
+which vllm_instance keeps or replaces it, the verification tells a container that does not run its rendered script,
+and a benchmark baseline names its spec.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -4,7 +4,8 @@
 """A host's serving plan as its contract: checked against the host before anything changes, completed with where
 each instance's files are, recorded, and made true of the host's containers (instances it no longer has are
 removed); and read back, checked, by everything that serves from it. The vllm_plan module writes it (its RETURN
-documents the fields), vllm_plan_info reads it for the gateway, the benchmark, teardown and the verify suite.
+documents the fields), vllm_plan_info reads it for the gateway, the benchmark and teardown, fleet_verify for the
+verification.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -241,6 +241,20 @@ class Instance:
         return previous is not None, None
 
 
+def recorded_hash(script, label_prefix):
+    """The config-hash label an instance's script (the text Instance.files writes) gives its container: the spec the
+    deploy rendered. None when no line of it is that label (a script edited by hand)."""
+    label = label_name(label_prefix, CONFIG_HASH_LABEL) + "="
+    for line in script.splitlines():
+        try:
+            words = shlex.split(line[:-1] if line.endswith("\\") else line)
+        except ValueError:  # a line no shell reads either (a quote edited away)
+            continue
+        if len(words) == 2 and words[0] == "--label" and words[1].startswith(label):
+            return words[1][len(label):]
+    return None
+
+
 def apply(instance, check_mode):
     """The instance as its spec says: an interrupted run's set-aside container restored first, then kept, started
     or replaced. Returns the module's result: changed, action, set_aside, recovered, files_changed, error."""

@@ -10,7 +10,6 @@ import os
 import pathlib
 import shlex
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -42,6 +41,11 @@ LABEL = "ascend-vllm-fleet"  # fleet_label_prefix's default
 CONTAINER_STATE = ("{{.Name}} {{.State.Status}} {{.Config.Image}} {{.HostConfig.RestartPolicy.Name}} "
                    "{{index .Config.Labels \"%s.config-hash\"}} "
                    "{{range .HostConfig.Devices}}{{.PathOnHost}},{{end}}" % LABEL)
+
+
+def repository_config():
+    """The environment of an Ansible tool run as an operator runs it in the checkout: with its ansible.cfg."""
+    return dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
 
 
 class PlayFleet:
@@ -99,8 +103,7 @@ class PlayFleet:
         """The result of `ansible HOST -m MODULE -a ARGS` against the fleet's inventory, as an operator runs it."""
         self.write()
         done = subprocess.run([venv_tool("ansible"), host, "-i", str(self.inventory), "-m", module, "-a", args],
-                              cwd=str(REPO), env=dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-                                                      ANSIBLE_CALLBACK_RESULT_FORMAT="json"),
+                              cwd=str(REPO), env=dict(repository_config(), ANSIBLE_CALLBACK_RESULT_FORMAT="json"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=600)
         assert " => " in done.stdout, done.stdout
         return json.loads(done.stdout.split(" => ", 1)[1])
@@ -110,32 +113,33 @@ class PlayFleet:
         return (self.inventory.parent / "credentials" / "api-key").read_text().strip()
 
     def verify_command(self, hosts=None, **overrides):
-        """The verify suite, run exactly as an operator runs it against an inventory: the one the last run wrote,
-        or one with the hosts named (with overrides, as for write), so that a test that changed one host checks
-        that host alone."""
+        """The verification, run exactly as an operator runs it against an inventory (ansible-playbook
+        playbooks/verify.yml): the inventory the last run wrote, or one with the hosts named (with overrides, as for
+        write), so that a test that changed one host checks that host alone."""
         if hosts:
             self.write(hosts, **overrides)
-        return [sys.executable, "-m", "pytest", "tests/verify", "--hosts=ansible://ascend",
-                "--ansible-inventory=%s" % self.inventory, "-p", "no:cacheprovider", "-q"]
+        return [venv_tool("ansible-playbook"), "-i", str(self.inventory), "playbooks/verify.yml"]
 
     def verify(self, hosts=None, **overrides):
-        """(exit code, output) of the verify suite; hosts and overrides as for verify_command."""
-        result = subprocess.run(self.verify_command(hosts, **overrides), cwd=str(REPO), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, universal_newlines=True, timeout=600, check=False)
+        """(exit code, output) of the verification; hosts and overrides as for verify_command. Each failure is a line
+        of its host's `msg`: `<host>, instance <name>: <found>, expected <expected>. Fix: <fix>`."""
+        result = subprocess.run(self.verify_command(hosts, **overrides), cwd=str(REPO), env=repository_config(),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=600,
+                                check=False)
         return result.returncode, result.stdout
 
     def verify_watching_processes(self, hosts=None, **overrides):
-        """(exit code, output, every command line seen on this machine while the verify suite ran); hosts and
+        """(exit code, output, every command line seen on this machine while the verification ran); hosts and
         overrides as for verify_command."""
         seen = set()
         with tempfile.TemporaryFile("w+") as output, subprocess.Popen(
-                self.verify_command(hosts, **overrides), cwd=str(REPO), stdout=output, stderr=subprocess.STDOUT,
-                universal_newlines=True) as suite:
-            while suite.poll() is None:
+                self.verify_command(hosts, **overrides), cwd=str(REPO), env=repository_config(), stdout=output,
+                stderr=subprocess.STDOUT, universal_newlines=True) as run:
+            while run.poll() is None:
                 seen.update(command_lines())
                 time.sleep(0.02)
             output.seek(0)
-            return suite.returncode, output.read(), seen
+            return run.returncode, output.read(), seen
 
     def down(self):
         self.twin_fleet.down()

@@ -1,5 +1,5 @@
 """The options of the modules that gather a host's NPU facts (module_utils/npu_gather.py's NPU_OPTIONS): npu_facts,
-fleet_doctor and support_bundle."""
+fleet_doctor, fleet_verify and support_bundle."""
 
 
 class ModuleDocFragment:

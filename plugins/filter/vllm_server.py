@@ -181,7 +181,7 @@ def vllm_server_docker_run(instance, plan, settings):
              ["--restart", settings["restart_policy"]],
              ["--label", "%s=%s" % (label_name(settings["label_prefix"], INSTANCE_LABEL), instance["name"])],
              ["--label", "%s=%s" % (label_name(settings["label_prefix"], HOST_LABEL), plan["host"])],
-             # Read by the benchmark and the verify suite to find what each container serves, and where.
+             # Read by the benchmark to find what each container serves, and where.
              ["--label", "%s=%d" % (label_name(settings["label_prefix"], PORT_LABEL), instance["port"])],
              ["--label", "%s=%s" % (label_name(settings["label_prefix"], SERVED_NAME_LABEL), plan["served_name"])],
              ["--shm-size", settings["shm_size"]]]

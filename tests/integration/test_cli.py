@@ -92,9 +92,11 @@ def test_teardown_of_a_host_that_runs_nothing_of_ours_succeeds(fleet):
 
 
 def test_verify_expects_what_its_extra_vars_say(fleet):
-    """verify -e: the suite reads the variable as the host's setting, so a policy the deploy did not set fails."""
+    """verify -e: the play reads the variable as the host's setting, so a policy the deploy did not set fails, named
+    in the host's verdict below the table."""
     verified = subprocess.run([sys.executable, "-m", "ascend_vllm_fleet.cli", "verify", "-i", str(fleet.inventory),
                                "-l", A, "-e", "vllm_server_restart_policy=always"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     assert verified.returncode != 0, verified.stdout
-    assert "restart policy unless-stopped, expected always" in verified.stdout, verified.stdout[-4000:]
+    assert "%s, instance %s: restart policy unless-stopped, expected always" % (A, DEFAULT_CONTAINER) \
+        in verified.stdout, verified.stdout[-4000:]

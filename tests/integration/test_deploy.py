@@ -1,4 +1,4 @@
-"""site.yml deploys twin hosts over SSH: idempotence, rollback, layouts, errors, the verify suite, teardown.
+"""site.yml deploys twin hosts over SSH: idempotence, rollback, layouts, errors, the verification, teardown.
 
 Runs on the shared pair (tests/conftest.py): two twin hosts whose engines pulled the stand-in image from the
 twin's registry on the session's first deploy. Each test leaves them as that deploy did: a change is put back
@@ -448,7 +448,7 @@ def test_a_resume_while_an_earlier_run_still_writes_is_refused_and_touches_nothi
     assert fleet[A].read_text(results) == before
 
 
-def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed):
+def test_verification_passes_then_names_what_was_changed_by_hand(fleet, deployed):
     fleet.write()
     code, output = fleet.verify()
     assert code == 0, output
@@ -462,7 +462,7 @@ def test_verify_suite_passes_then_names_what_was_changed_by_hand(fleet, deployed
     fleet[B].exec("sh", "-c", "".join(lines))
     code, output = fleet.verify(hosts=[B])
     assert code != 0, output
-    assert re.search(r"%s, instance %s: maps \[[^\]]*\], planned \[[^\]]*/dev/davinci3'" % (
+    assert re.search(r"%s, instance %s: maps [^,]*, expected its planned chips [^.]*/dev/davinci3\b" % (
         re.escape(B), re.escape(NAME)), output), output
     restored = fleet.restore()
     assert restored.rc == 0, restored.stdout
@@ -486,49 +486,45 @@ def break_config_hash(host):
     host.exec("sed", "-i", "s/config-hash=[0-9a-f]*/config-hash=0000/", "%s/%s.sh" % (CONFIG_DIR, NAME))
 
 
-# What the verify suite must name, planted in rounds: in one round each verify test meets one fault per host
-# (a test stops at its host's first failed check), so the faults of a round are told apart.
+# What the verification must name, planted all at once: it tells every failed check of a host, each in its own
+# sentence, so the faults of one host are told apart.
 PLANTED = {
-    "restart policy": (1, B, break_restart_policy, "instance %s: restart policy no, expected unless-stopped" % NAME),
-    "image": (1, A, lambda host: edit_plan(host, lambda plan: plan.update(image="quay.io/ascend/vllm-ascend:v9")),
+    "restart policy": (B, break_restart_policy, "instance %s: restart policy no, expected unless-stopped" % NAME),
+    "image": (A, lambda host: edit_plan(host, lambda plan: plan.update(image="quay.io/ascend/vllm-ascend:v9")),
               "instance %s: runs image quay.io/ascend/vllm-ascend:v0.18.0rc1-310p, expected "
               "quay.io/ascend/vllm-ascend:v9" % NAME),
-    "port": (1, A, lambda host: edit_plan(host, lambda plan: plan["instances"][0].update(port=8099)),
+    "port": (A, lambda host: edit_plan(host, lambda plan: plan["instances"][0].update(port=8099)),
              "instance %s: nothing listens on port 8099" % NAME),
-    "answer": (1, B, lambda host: edit_plan(host, lambda plan: plan.update(served_name="Qwen3-VL-235B")),
+    "answer": (B, lambda host: edit_plan(host, lambda plan: plan.update(served_name="Qwen3-VL-235B")),
                "instance %s: does not serve" % NAME),
-    "config hash": (2, B, break_config_hash, "instance %s: config-hash label" % NAME),
+    "config hash": (B, break_config_hash, "instance %s: config-hash label" % NAME),
 }
 
 
 @pytest.fixture(scope="module")
 def planted(pair):
-    """round -> the verify suite's (exit code, output) on the hosts with that round's faults planted, and
-    "after" -> its verdict on the whole pair once they are taken out again."""
-    verdicts = {}
-    for number in sorted({entry[0] for entry in PLANTED.values()}):
-        planted_now = [(host, change) for round_, host, change, _ in PLANTED.values() if round_ == number]
-        names = sorted({host for host, _ in planted_now})
-        faults = [(pair[host], change) for host, change in planted_now]
-        saved = [(host, {path: host.read_text(path) for path in (PLAN, "%s/%s.sh" % (CONFIG_DIR, NAME))})
-                 for host in {host for host, _ in faults}]
-        for host, change in faults:
-            change(host)
-        try:
-            verdicts[number] = pair.verify(hosts=names)
-        finally:
-            for host, files in saved:
-                for path, text in files.items():
-                    host.exec("sh", "-c", "cat > %s" % path, input=text)
-                host.docker("update", "--restart", "unless-stopped", NAME)
+    """"planted" -> the verification's (exit code, output) on the pair with every fault planted, and "after" -> its
+    verdict on the pair once they are taken out again."""
+    faults = [(pair[host], change) for host, change, _ in PLANTED.values()]
+    saved = [(host, {path: host.read_text(path) for path in (PLAN, "%s/%s.sh" % (CONFIG_DIR, NAME))})
+             for host in {host for host, _ in faults}]
+    for host, change in faults:
+        change(host)
+    try:
+        verdicts = {"planted": pair.verify(hosts=pair.hosts)}
+    finally:
+        for host, files in saved:
+            for path, text in files.items():
+                host.exec("sh", "-c", "cat > %s" % path, input=text)
+            host.docker("update", "--restart", "unless-stopped", NAME)
     verdicts["after"] = pair.verify(hosts=pair.hosts)
     return verdicts
 
 
 @pytest.mark.parametrize("what", sorted(PLANTED))
-def test_verify_suite_fails_on_each_thing_it_checks(fleet, planted, what):
-    number, host, _, expected = PLANTED[what]
-    code, output = planted[number]
+def test_verification_fails_on_each_thing_it_checks(fleet, planted, what):
+    host, _, expected = PLANTED[what]
+    code, output = planted["planted"]
     assert code != 0 and "%s, %s" % (host, expected) in output, (what, output)
     assert planted["after"][0] == 0, planted["after"][1]
 

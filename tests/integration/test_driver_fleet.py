@@ -246,7 +246,7 @@ def test_site_then_serves_verifies_and_benchmarks_every_fixed_host_each_on_its_p
     summary = json.loads((report_dir / "summary.json").read_text())
     assert summary["instances"] == 3 and summary["unreliable_groups"] == [], summary
     assert [entry["answers"] for entry in summary["answer_checks"]] == ["passed"] * 3
-    # The verify suite passes on the aarch64 host (on x86_64 ones, every other module's fleet shows it).
+    # The verification passes on the aarch64 host (on x86_64 ones, every other module's fleet shows it).
     code, output = fleet.verify([FRESH])
     assert code == 0, output
     # The instance stopped for the driver change serves through the gateway again, once its health checks pass.

@@ -548,11 +548,17 @@ def test_the_benchmark_commands_as_written(fleet, tmp_path):
 
 
 def test_the_doctor_and_verify_commands_as_written(fleet, tmp_path):
-    """The doctor says every host is healthy, collect packs a bundle of the host named, the verify suite passes."""
+    """The doctor says every host is healthy, collect packs a bundle of the host named, the verification passes on
+    every Ascend host, by the command and by the collection's playbook."""
     outputs = as_written(fleet, "test_the_doctor_and_verify_commands_as_written", tmp_path)
     (doctor,) = [output for command, output in outputs.items() if command.startswith("ascend-vllm-fleet doctor")]
     for host in (HOST_A, HOST_B):
         assert re.search(r"^%s: healthy\b" % host, doctor, re.M), doctor
+    (verified,) = [output for command, output in outputs.items() if command.startswith("ascend-vllm-fleet verify")]
+    (played,) = [output for command, output in outputs.items() if "ascend.fleet.verify" in command]
+    for host in (HOST_A, HOST_B):
+        assert re.search(r"^%s: verified: \d+ instance\(s\), \d+ checks passed$" % host, verified, re.M), verified
+        assert recap(played)[host][3] == 0, played[-4000:]
 
 
 # --- canary rolls: the last tests of the module, which leave the fleet on another image ----------------------------

@@ -1,7 +1,8 @@
 """The collection as a user gets it: the tarball scripts/collection.py builds, installed with ansible-galaxy into an
 empty collections path, deploys a twin host from a project of the user's own that names everything by its full
 name, and knows nothing of this checkout: the instance the checkout deployed is removed and the installed
-collection starts it again, from the same spec."""
+collection starts it again, from the same spec; its verification (ascend.fleet.verify) then passes on the host,
+without anything of the checkout's tests."""
 import json
 import os
 import subprocess
@@ -90,6 +91,9 @@ def test_the_tarball_holds_the_collection_and_nothing_of_the_checkout(installed)
     assert {"playbooks/site.yml", "meta/runtime.yml", "plugins/doc_fragments/attributes.py",
             "plugins/filter/vllm_server.py", "plugins/action/vllm_bench_follow.py",
             "plugins/plugin_utils/report.py", "templates/report.html.j2"} <= files
+    # The verification ships with it: its playbook, its role entry point, its module and the judge.
+    assert {"playbooks/verify.yml", "roles/vllm_server/tasks/verify.yml", "plugins/modules/fleet_verify.py",
+            "plugins/module_utils/verification.py"} <= files
     assert not [path for path in root.rglob("*") if path.is_symlink()]
     assert not [name for name in files if name.startswith(("tests/", "inventory/", "collections/"))
                 or "__pycache__" in name]
@@ -123,6 +127,14 @@ def test_a_users_playbook_of_full_names_deploys_from_the_installed_collection(in
     assert serving["State"]["Running"] and serving["Config"]["Labels"]["%s.config-hash" % LABEL] == deployed
     assert "chips 4, instances 1, groups planned 1" in run.stdout, run.stdout
     assert "vllm_load_test is now ascend.fleet.vllm_benchmark" in run.stdout, run.stdout
+    # The host serves what it recorded, by the installed collection's own verification (the project finds only the
+    # installed collection: its ansible.cfg, run in its folder).
+    verified = subprocess.run([venv_tool("ansible-playbook"), "-i", str(fleet.inventory), "ascend.fleet.verify"],
+                              cwd=str(project), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True, timeout=900, check=False)
+    assert verified.returncode == 0, verified.stdout[-4000:]
+    assert "PLAY [Verify that every host serves what its deploy recorded]" in verified.stdout, verified.stdout[-4000:]
+    assert recap(verified.stdout)[HOST][1:] == (0, 0, 0), verified.stdout[-4000:]
 
 
 def test_the_collection_commands_as_written(shared_single, tmp_path):

@@ -62,9 +62,9 @@ def test_deploy_verify_and_bench_keep_the_key_to_the_env_files(fleet, tmp_path):
     commands = deploy_commands | verify_commands | bench_commands
     assert any("ansible" in command for command in commands), "the process watch saw no run"
     assert [command for command in commands if KEY in command] == []
-    artifacts = [line.split("artifacts: ", 1)[1].strip() for line in (deploy_output + bench_output).splitlines()
-                 if line.startswith("artifacts: ")]
-    assert len(artifacts) == 2
+    artifacts = [line.split("artifacts: ", 1)[1].strip() for line in
+                 (deploy_output + verify_output + bench_output).splitlines() if line.startswith("artifacts: ")]
+    assert len(artifacts) == 3
     for folder in artifacts + [str(reports)]:
         assert files_holding(folder, KEY) == [], "the key is written under %s" % folder
 

@@ -98,3 +98,57 @@ def test_images_refuses_what_its_action_does_not_take(argv, expected, tmp_path):
     with pytest.raises(SystemExit) as refused:
         cli.playbook_vars(cli.build_parser().parse_args(argv + ["-i", str(inventory)]))
     assert expected in str(refused.value), str(refused.value)
+
+
+def verify_event(kind, host, result):
+    """The result of the verification's module on a host, as ansible-runner hands it to the command."""
+    return {"event": kind, "event_data": {"host": host, "task": "Check the host and each instance against the plan "
+                                          "its deploy recorded", "task_action": "ascend.fleet.fleet_verify",
+                                          "resolved_action": "ascend.fleet.fleet_verify", "res": result}}
+
+
+def test_verify_runs_its_playbook_and_prints_each_hosts_verdict(tmp_path, monkeypatch):
+    """A table row per host whose reason is its verdict's summary, then each host's summary with every failure on a
+    line of its own, the failures whole; exit 1 when a host failed."""
+    import ansible_runner
+
+    failure = ("npu-b, instance vllm-ascend: restart policy no, expected unless-stopped. Fix: `docker update "
+               "--restart unless-stopped vllm-ascend`; or, when the deploy set another policy, deploy with "
+               "vllm_server_restart_policy: unless-stopped")
+    events = [
+        verify_event("runner_on_ok", "npu-a", {"verified": True, "checks": 22, "failures": [],
+                                               "summary": "npu-a: verified: 1 instance(s), 22 checks passed"}),
+        verify_event("runner_on_failed", "npu-b", {"verified": False, "checks": 22, "msg": "...",
+                                                   "failures": [{"check": "restart_policy", "message": failure}],
+                                                   "summary": "npu-b: 1 of 22 checks failed"}),
+        {"event": "runner_on_unreachable", "event_data": {"host": "npu-c", "res": {"msg": "ssh: connect refused"}}}]
+    seen = {}
+
+    class Run:
+        rc = 2
+        stats = {"ok": {"npu-a": 2, "npu-b": 1}, "failures": {"npu-b": 1}, "dark": {"npu-c": 1}, "changed": {}}
+
+        class config:
+            ident = "20261206T000000Z-verify"
+
+    def fake_run(**settings):
+        seen.update(settings)
+        for event in events:
+            settings["event_handler"](event)
+        return Run
+
+    monkeypatch.setattr(ansible_runner, "run", fake_run)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all: {}\n")
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["verify", "-i", str(inventory), "-l", "npu-*"])
+    extravars, _report_dir = cli.playbook_vars(args)
+    assert cli.run_playbook(args, cli.PLAYBOOKS["verify"], extravars, out=out) == 1
+    assert seen["playbook"] == str(cli.REPO / "playbooks" / "verify.yml") and "--limit npu-*" in seen["cmdline"]
+    # The table, the verdicts, then where the artifacts are.
+    table, verdicts = out.getvalue().strip("\n").split("\n\n")[-3:-1]
+    assert [line.split(None, 3) for line in table.splitlines()[1:]] == [
+        ["npu-a", "ok", "0"], ["npu-b", "FAILED", "0", "npu-b: 1 of 22 checks failed"],
+        ["npu-c", "UNREACHABLE", "0", "unreachable: ssh: connect refused"]]
+    assert verdicts.splitlines() == ["npu-a: verified: 1 instance(s), 22 checks passed",
+                                     "npu-b: 1 of 22 checks failed", "  " + failure]

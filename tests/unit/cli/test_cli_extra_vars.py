@@ -1,23 +1,17 @@
-"""-e/--extra-vars on every subcommand, with the meaning it has there: a variable of the play (deploy, bench,
-teardown, doctor, collect), of what the verify suite reads as a host's settings (verify), of the Ansible run that
-reads the hosts' facts (report --from-facts); and every command line the READMEs and the --help examples show
-parses."""
-import io
+"""-e/--extra-vars on every subcommand, with the meaning it has there: a variable of the play (deploy, verify, bench,
+teardown, doctor, collect, images), of the Ansible run that reads the hosts' facts (report --from-facts); and every
+command line the READMEs and the --help examples show parses."""
 import json
-import os
 import shlex
-import subprocess
 
 import pytest
 import readme_commands
-from testinfra.utils.ansible_runner import AnsibleRunner
 
 from ascend_vllm_fleet import cli
 
 SUBCOMMANDS = ("deploy", "verify", "bench", "report", "teardown", "doctor", "collect", "images")
 # What a subcommand needs after its name to parse, where it needs anything.
 ARGUMENTS = {"report": ["reports/r", "--from-facts"], "images": ["list"]}
-WITHOUT_THE_VENV = "/usr/bin:/bin"
 
 
 def documented_lines():
@@ -115,89 +109,7 @@ def test_report_without_from_facts_refuses_what_only_a_facts_run_uses(tmp_path, 
         capsys.readouterr().out.split())
 
 
-def site(tmp_path):
-    """An inventory folder as a site has it: group_vars/, host_vars/, the fleet's key in credentials/."""
-    folder = tmp_path / "site"
-    for sub in ("group_vars", "host_vars", "credentials"):
-        (folder / sub).mkdir(parents=True)
-    (folder / "hosts.yml").write_text("all:\n  children:\n    ascend:\n      hosts:\n        npu-a:\n"
-                                      "          vllm_server_port: 8000\n          ansible_connection: local\n"
-                                      "        npu-b:\n      children:\n        tail:\n          hosts:\n"
-                                      "            npu-c:\n")
-    (folder / "group_vars" / "all.yml").write_text("vllm_server_restart_policy: unless-stopped\nkept: all\n")
-    (folder / "host_vars" / "npu-b.yml").write_text("vllm_server_port: 8100\n")
-    (folder / "credentials" / "api-key").write_text("the-fleets-key")
-    return folder
-
-
-def test_verify_reads_its_extra_vars_as_every_hosts_settings(tmp_path, monkeypatch):
-    folder = site(tmp_path)
-    ran = {}
-    real_run = subprocess.run
-
-    def run(command, **options):
-        if not command[0].endswith("pytest"):
-            return real_run(command, **options)
-        # What the suite reads, as it reads it: testinfra's variables of each host (ansible-inventory, found on the
-        # PATH the command hands it), and Ansible's own view of the inventory (read.yml's -i).
-        inventory = [part for part in command if part.startswith("--ansible-inventory=")][0].split("=", 1)[1]
-        monkeypatch.setenv("PATH", options["env"]["PATH"])
-        runner = AnsibleRunner(inventory)
-        ran["variables"] = {host: runner.get_variables(host) for host in ("npu-a", "npu-b", "npu-c")}
-        shown = real_run(["ansible", "-i", inventory, "npu-a", "-m", "ansible.builtin.debug", "-a", json.dumps(
-            {"msg": "{{ vllm_server_port }} {{ lookup('ansible.builtin.file', inventory_dir + '/credentials/api-key') "
-                    "}}"})], cwd=str(cli.REPO), env=options["env"], stdout=subprocess.PIPE, universal_newlines=True)
-        ran["shown"], ran["inventory"] = shown.stdout, inventory
-        return subprocess.CompletedProcess(command, 3)
-
-    monkeypatch.setattr(cli.subprocess, "run", run)
-    monkeypatch.setenv("PATH", WITHOUT_THE_VENV)
-    args = cli.build_parser().parse_args(["verify", "-i", str(folder / "hosts.yml"), "-e", "vllm_server_port=9000",
-                                          "-e", "vllm_server_restart_policy=always"])
-    assert cli.command_verify(args, out=io.StringIO()) == 3
-    for host, variables in ran["variables"].items():
-        # Over the inventory's host variable (npu-a), host_vars/ (npu-b) and group_vars/ (all), typed as JSON.
-        assert variables["vllm_server_port"] == 9000 and variables["vllm_server_restart_policy"] == "always", host
-        assert variables["kept"] == "all"
-    assert ran["variables"]["npu-c"]["group_names"] == ["all", "ascend", "tail"]
-    assert "msg: 9000 the-fleets-key" in ran["shown"], ran["shown"]
-    assert not os.path.exists(ran["inventory"])  # the copy, with what -e set, is gone
-
-
-def test_verify_without_extra_vars_reads_the_inventory_itself(tmp_path, monkeypatch):
-    folder = site(tmp_path)
-    commands = []
-
-    def run(command, **options):
-        commands.append(command)
-        return subprocess.CompletedProcess(command, 0)
-
-    monkeypatch.setattr(cli.subprocess, "run", run)
-    assert cli.command_verify(cli.build_parser().parse_args(["verify", "-i", str(folder / "hosts.yml")]),
-                              out=io.StringIO()) == 0
-    (command,) = commands
-    assert "--ansible-inventory=%s" % (folder / "hosts.yml").resolve() in command
-
-
-def test_verify_names_an_inventory_it_cannot_read_to_set_extra_vars(tmp_path, monkeypatch):
-    broken = tmp_path / "hosts.yml"
-    broken.write_text("all:\n  hosts: [npu-a\n")
-    real_run = subprocess.run
-
-    def run(command, **options):
-        assert not command[0].endswith("pytest"), "the suite ran on an inventory that was not read"
-        return real_run(command, **options)
-
-    monkeypatch.setattr(cli.subprocess, "run", run)
-    args = cli.build_parser().parse_args(["verify", "-i", str(broken), "-e", "vllm_server_port=9000"])
-    with pytest.raises(SystemExit) as refused:
-        cli.command_verify(args, out=io.StringIO())
-    assert "could not read inventory %s to set -e on its hosts" % broken in str(refused.value)
-    assert "No inventory was parsed" in str(refused.value)
-    assert "Fix: make `ansible-inventory -i %s --list` succeed" % broken in str(refused.value)
-
-
-@pytest.mark.parametrize("name", sorted(cli.PLAYBOOKS) + ["verify"])
+@pytest.mark.parametrize("name", sorted(cli.PLAYBOOKS))
 def test_without_an_inventory_a_command_takes_ansible_inventory_as_ansibles_tools_do(name, monkeypatch):
     monkeypatch.delenv("ANSIBLE_INVENTORY", raising=False)
     argv = [name] + ARGUMENTS.get(name, [])[:1]

@@ -50,7 +50,7 @@ def test_a_run_that_stops_before_its_first_play_prints_why(tmp_path):
 @pytest.mark.parametrize("argv, tool", [
     (["deploy"], "ansible-playbook"),
     (["doctor"], "ansible-playbook"),
-    (["verify"], "pytest"),
+    (["verify"], "ansible-playbook"),
     (["report", "{tmp}/report", "--from-facts"], "ansible"),
 ])
 def test_a_tool_found_neither_beside_python_nor_on_path_is_named_with_where_it_was_looked_for(

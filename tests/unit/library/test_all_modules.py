@@ -28,6 +28,9 @@ UNFORESEEN = {
                    "cache_dir": "/tmp/cache", "salt_file": "/tmp/etc/salt"}, "refusals",
                   "recording the serving plan in /tmp/plan.json"),
     "vllm_plan_info": ({"path": "/tmp/plan.json", "host": "npu-a"}, "read", "reading the serving plan /tmp/plan.json"),
+    "fleet_verify": ({"host": "npu-a", "driver_version": "25.5.2", "firmware_version": "7.8.0.7.220",
+                      "api_key": SECRET, "plan_file": "/tmp/none/plan.json", "npu_smi": "/nonexistent/npu-smi"},
+                     "judge", "verifying npu-a"),
     "model_download": ({"path": "/tmp/m", "source": "modelscope", "repo": "Qwen/Qwen3-VL-8B-Instruct",
                         "revision": "master", "token": SECRET}, "download",
                         "downloading Qwen/Qwen3-VL-8B-Instruct into /tmp/m"),
@@ -59,6 +62,9 @@ def test_the_unforeseen_ends_in_a_message_that_says_what_was_being_done(name):
     ("haproxy_server", {"backend": "b", "state": "drain"}, "missing required arguments: server"),
     ("vllm_instance", {"name": "n", "script": "/s", "env_file": "/e"}, "state is started but all of the following"),
     ("vllm_plan", {"plan": {}, "path": "/p", "config_dir": "/c", "cache_dir": "/k"}, "salt_file"),
+    ("fleet_verify", {"host": "h"}, "missing required arguments: driver_version, firmware_version"),
+    ("fleet_verify", {"host": "h", "driver_version": "1", "firmware_version": "1", "restart_policy": "sometimes"},
+     "restart_policy"),
 ])
 def test_ansibles_own_checks_name_the_option(name, args, expected):
     # The argument spec's checks come first; the modules rely on them for types, required and unknown options.

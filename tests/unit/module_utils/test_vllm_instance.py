@@ -275,3 +275,21 @@ def test_files_are_written_whole(host, monkeypatch):
     with pytest.raises(OSError):
         vllm_instance.write_atomically(str(target), "new", 0o644)
     assert target.read_text() == "old" and sorted(os.listdir(folder)) == [".config-hash-salt", "plan.json"]
+
+
+def test_the_script_records_the_config_hash_its_container_gets(host):
+    """What the verification reads as the deploy's spec: the label of the script the instance wrote, under its
+    prefix; a script edited by hand names none, or another."""
+    folder, docker = host
+    vllm_instance.apply(instance(host), check_mode=False)
+    script = (folder / (NAME + ".sh")).read_text()
+    recorded = vllm_instance.recorded_hash(script, "ascend-vllm-fleet")
+    assert recorded == instance(host).spec_hash() == docker.containers[NAME]["labels"]["ascend-vllm-fleet.config-hash"]
+    assert vllm_instance.recorded_hash(script, "other-prefix") is None
+    label = "ascend-vllm-fleet.config-hash=" + recorded
+    assert vllm_instance.recorded_hash(script.replace(label, "ascend-vllm-fleet.config-hash=0000"),
+                                       "ascend-vllm-fleet") == "0000"
+    assert vllm_instance.recorded_hash(script.replace(label, "ascend-vllm-fleet.config-hash"),
+                                       "ascend-vllm-fleet") is None
+    assert vllm_instance.recorded_hash(script.replace("--label " + label, "'--label " + label),
+                                       "ascend-vllm-fleet") is None, "a line no shell reads"
