@@ -12,8 +12,8 @@ description:
   - The vllm_bench role's step after it starts one async M(ascend.fleet.vllm_benchmark) job per instance of a host.
   - Every O(poll_interval) seconds it reads each instance's progress file on the host (and its results file when a
     group has finished), prints one line for an instance whenever its phase or group changes, keeps the host's
-    statuses in O(status_file) for the C(ascend-vllm-fleet) command's live view, and collects an instance's async
-    job once its run has ended.
+    statuses in O(status_file), if given, for the C(ascend-vllm-fleet) command's live view, and collects an
+    instance's async job once its run has ended.
   - One task for every instance of the host and no retries, so a healthy wait of hours prints no retry lines.
   - Fails when a job failed or a run stalled (its progress file unchanged for O(request_timeout_s) and a margin,
     as when its process was killed or its host went down), naming the instance and why.
@@ -59,9 +59,9 @@ options:
     type: float
     required: true
   status_file:
-    description: The file on the controller where the host's statuses are kept for the live view.
+    description: The file on the controller where the host's statuses are kept for the live view; empty keeps none.
     type: str
-    required: true
+    default: ""
 extends_documentation_fragment:
   - ascend.fleet.attributes
 attributes:

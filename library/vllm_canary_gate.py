@@ -175,7 +175,7 @@ def judge(params):
     if name + ASIDE_CONTAINER not in specs:
         raise OptionError("instance %s has no container set aside (%s%s): expected a canary, an instance just "
                           "replaced whose previous container waits for the verdict. Fix: gate only the instances the "
-                          "server phase replaced with vllm_server_canary" % (name, name, ASIDE_CONTAINER))
+                          "server phase replaced with vllm_server_in_canary_batch" % (name, name, ASIDE_CONTAINER))
     replaced = specs[name + ASIDE_CONTAINER]
     result = {"changed": False, "replaced": replaced, "canary": specs[name], "baseline": None, "comparison": None,
               "reasons": [], "passed": True}

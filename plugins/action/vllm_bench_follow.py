@@ -2,13 +2,14 @@
 
 Every poll_interval seconds it reads each instance's progress file on the host (and its results file when a
 group has finished), prints one line for an instance whenever its phase or group changes, keeps the host's
-statuses in status_file for the ascend-vllm-fleet command's live view, and, once an instance's run has ended,
-collects its async job. One task for all instances of the host and no retries, so a healthy wait of hours
+statuses in status_file (when given) for the ascend-vllm-fleet command's live view, and, once an instance's run has
+ended, collects its async job. One task for all instances of the host and no retries, so a healthy wait of hours
 prints no retry lines; the task fails when a job failed or a run stalled, naming the instance and why.
 
 Arguments: instances (the serving plan's instances), jobs (the registered async launch, one result per
 instance), plans (the registered check-mode run, one result per instance, with its planned groups), results_dir,
-resume, request_timeout_s, poll_interval, started_at (Unix time the runs were launched) and status_file.
+resume, request_timeout_s, poll_interval, started_at (Unix time the runs were launched) and status_file (empty: no
+statuses are kept, as for a canary's benchmark without its report).
 """
 import base64
 import json
@@ -74,7 +75,7 @@ ARGUMENT_SPEC = {
     "request_timeout_s": {"type": "float", "required": True},
     "poll_interval": {"type": "float", "required": True},
     "started_at": {"type": "float", "required": True},
-    "status_file": {"type": "str", "required": True},
+    "status_file": {"type": "str", "default": ""},
 }
 
 
@@ -100,7 +101,8 @@ class ActionModule(ActionBase):
                 if instance.ended_at is None:
                     self.poll(instance, polls, started_at, args)
                     self.announce(host, instance)
-            self.write_status(args["status_file"], host, started_at, instances)
+            if args["status_file"]:
+                self.write_status(args["status_file"], host, started_at, instances)
             if all(instance.ended_at is not None for instance in instances):
                 break
             time.sleep(args["poll_interval"])

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from ansible_collections.ascend.fleet.plugins.plugin_utils import progress
-from conftest import REPO, venv_tool
+from conftest import REPO, run_playbook, venv_tool
 
 MODEL = "Qwen3-VL-8B-Instruct"
 INSTANCES = ["vllm-ascend-npu1", "vllm-ascend-npu2"]
@@ -190,3 +190,19 @@ def test_off_a_terminal_the_command_repeats_no_line(site):
     for name in INSTANCES:
         assert "[localhost] %s: done, 4/4 groups, 0 errors" % name in result.stdout
     assert "benchmark plan" in result.stdout and "markdown: %s" % (folder / "report" / "report.md") in result.stdout
+
+
+def test_without_the_fleet_report_the_results_stay_on_the_host_and_nothing_is_written_on_the_controller(site):
+    """As a canary's benchmark runs (roles/vllm_canary): each instance's results and last run on the host, and no
+    report folder - no report, fetched results, host tuning or live statuses."""
+    folder, servers = site
+    for server in servers:
+        server.permits.release(1000)  # answer at once: a short run
+    run = run_playbook(folder / "run", folder / "hosts.yml", "playbooks/benchmark.yml", "-e",
+                       "@" + str(folder / "vars.json"), "-e", "vllm_bench_fleet_report=false")
+    assert run.rc == 0, run.stdout
+    assert sorted(path.name for path in (folder / "results").glob("*.jsonl")) == [name + ".jsonl" for name in INSTANCES]
+    facts = json.loads((folder / "facts.d" / "vllm_bench.fact").read_text())["instances"]
+    assert sorted(facts) == sorted(INSTANCES)
+    assert not (folder / "report").exists()
+    assert run.results("Write the fleet report")["localhost"]["_event"] == "runner_on_skipped"

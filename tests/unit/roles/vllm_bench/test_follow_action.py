@@ -30,11 +30,14 @@ class LocalFollow(vllm_bench_follow.ActionModule):
             return {"failed": True, "msg": "file not found: %s" % module_args["src"]}
 
 
-def follow(tmp_path):
+def follow(tmp_path, status_file=True):
+    """The action's run; status_file false: none given, as a benchmark without its fleet report runs it."""
     task = Task()
     task.args = {"instances": [INSTANCE], "jobs": [{"item": INSTANCE, "ansible_job_id": "j123.456"}],
                  "plans": [{"item": INSTANCE, "planned": []}], "results_dir": str(tmp_path), "request_timeout_s": 600,
-                 "poll_interval": 0.1, "started_at": 0, "status_file": str(tmp_path / "status" / "npu-a.json")}
+                 "poll_interval": 0.1, "started_at": 0}
+    if status_file:
+        task.args["status_file"] = str(tmp_path / "status" / "npu-a.json")
     loader = DataLoader()
     connection = types.SimpleNamespace(_shell=types.SimpleNamespace(tmpdir=str(tmp_path)))
     action = LocalFollow(task, connection, PlayContext(), loader, Templar(loader), None)
@@ -56,6 +59,16 @@ def test_a_progress_file_that_is_not_the_benchmarks_is_named_with_what_to_do(tmp
         assert piece in result["msg"], result["msg"]
     status = json.loads((tmp_path / "status" / "npu-a.json").read_text())["instances"][0]
     assert status["phase"] == "failed" and status["error"] in result["msg"]
+
+
+def test_without_a_status_file_the_action_keeps_no_statuses_and_fails_as_it_does_with_one(tmp_path):
+    progress_file = vllm_bench.vllm_bench_progress_file(vllm_bench.vllm_bench_results_file(INSTANCE, str(tmp_path)))
+    with open(progress_file, "wb") as handle:
+        handle.write(b"[1, 2]")
+    result = follow(tmp_path, status_file=False)
+    assert result["failed"] is True and "its progress file %s is not the benchmark's" % progress_file in result["msg"]
+    assert result["instances"][0]["phase"] == "failed"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [progress_file.rsplit("/", 1)[1]]
 
 
 def test_a_run_its_time_limit_killed_fails_the_task_with_the_group_and_the_setting():
