@@ -105,12 +105,13 @@ def test_the_canarys_defaults_are_what_the_server_phase_passes_and_it_keeps_runs
                              for role in ("vllm_canary", "vllm_server", "vllm_bench"))
     assert canary["vllm_canary_served_name"] == server["vllm_server_served_name"]
     assert canary["vllm_canary_probe_timeout"] == server["vllm_server_ready_timeout"]
-    assert {name: bench[name] for name in ("vllm_bench_results_dir", "vllm_bench_baselines_dir",
-                                           "vllm_bench_facts_file")} == {
-        "vllm_bench_results_dir": "{{ fleet_bench_dir }}", "vllm_bench_baselines_dir": "{{ fleet_bench_baselines_dir }}",
-        "vllm_bench_facts_file": "{{ fleet_bench_facts_file }}"}
+    fleet_settings = {"vllm_bench_results_dir": "fleet_bench_dir",
+                      "vllm_bench_baselines_dir": "fleet_bench_baselines_dir",
+                      "vllm_bench_facts_file": "fleet_bench_facts_file"}
+    assert {name: bench[name] for name in fleet_settings} == {
+        name: "{{ %s }}" % setting for name, setting in fleet_settings.items()}
     tasks = (REPO / "roles/vllm_canary/tasks/main.yml").read_text(encoding="utf-8")
     assert "/var/lib" not in tasks and "facts.d" not in tasks and not [name for name in canary if "_dir" in name]
-    for setting in ("fleet_bench_dir", "fleet_bench_baselines_dir", "fleet_bench_facts_file"):
+    for setting in fleet_settings.values():
         assert setting in tasks, setting
     assert canary["vllm_canary_fleet_report"] is False and bench["vllm_bench_fleet_report"] is True
