@@ -72,6 +72,8 @@ options:
       - The pull asks for it with C(--platform) only where the Docker engine's own platform differs (an engine
         older than 20.10 accepts C(--platform) only with its experimental features on); otherwise the engine
         pulls its own platform.
+      - C(host) is this host's own, C(linux/) and the machine its kernel names (C(aarch64) is C(arm64),
+        C(x86_64) is C(amd64)); no facts need to be gathered for it.
       - Default none, the engine's own platform, unchecked.
     type: str
   retries:
@@ -134,6 +136,11 @@ EXAMPLES = r"""
     name: quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
     platform: linux/arm64
 
+- name: Pull the build for this host's own platform, whatever it is
+  ascend.fleet.docker_image_pull:
+    name: quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
+    platform: host
+
 - name: Pull it pinned by digest
   ascend.fleet.docker_image_pull:
     name: quay.io/ascend/vllm-ascend:v0.18.0rc1-310p
@@ -157,6 +164,12 @@ platform:
   returned: success, except in check mode when a pull would be needed
   type: str
   sample: linux/arm64
+env:
+  description: The image's environment, C(NAME=value) lines as C(docker image inspect) gives C(.Config.Env).
+  returned: success, except in check mode when a pull would be needed
+  type: list
+  elements: str
+  sample: ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SOC_VERSION=ascend310p3"]
 pulled_from:
   description: The name the image was pulled by (C(pull_from), or C(name)).
   returned: when the image was pulled
@@ -182,7 +195,12 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ascend.fleet.plugins.module_utils.image_pull import PullError, check_options, make_present
+from ansible_collections.ascend.fleet.plugins.module_utils.image_pull import (
+    PullError,
+    check_options,
+    make_present,
+    own_platform,
+)
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError, unexpected_failure
 
 
@@ -206,8 +224,9 @@ def main():
         supports_check_mode=True,
     )
     try:
-        check_options(module.params)
-        result = make_present(module.params, module.check_mode)
+        params = dict(module.params, platform=own_platform(module.params["platform"]))
+        check_options(params)
+        result = make_present(params, module.check_mode)
     except PullError as error:
         module.fail_json(msg=str(error), **error.result)
     except OptionError as error:

@@ -93,6 +93,18 @@ def inspect(docker, name):
     return described[0]
 
 
+def own_platform(platform):
+    """The platform option as docker takes it: C(host) is this host's own, linux/ and the machine its kernel names,
+    in Docker's words (aarch64 is arm64, x86_64 amd64)."""
+    return os_architecture("linux/" + os.uname().machine) if platform == "host" else platform
+
+
+def found(image):
+    """What the module tells of an image it found: its ID, digests, platform and environment (NAME=value lines)."""
+    return dict(image_id=image.get("Id"), repo_digests=image.get("RepoDigests") or [], platform=platform_of(image),
+                env=(image.get("Config") or {}).get("Env") or [])
+
+
 def platform_of(image):
     """os/architecture of an image as docker inspects it."""
     return "%s/%s" % (image.get("Os") or "?", image.get("Architecture") or "?")
@@ -282,8 +294,7 @@ def make_present(params, check_mode):
     wanted = params["platform"]
     present = image and (not digest or has_digest(image, digest)) and (not wanted or same_platform(image, wanted))
     if present and (not params["refresh"] or check_mode):
-        return dict(changed=False, image_id=image.get("Id"), repo_digests=image.get("RepoDigests") or [],
-                    platform=platform_of(image), attempts=0)
+        return dict(found(image), changed=False, attempts=0)
     if check_mode:
         return dict(changed=True, attempts=0, msg="would pull %s" % (
             source if source == name else "%s as %s" % (source, name)))
@@ -312,6 +323,5 @@ def make_present(params, check_mode):
             raise PullError("`%s tag -- %s %s` failed: %s. Fix: check the Docker daemon (`docker info`)"
                             % (docker, source, name, err.strip() or "exit %s" % code), attempts=attempts)
     # A refresh that found the tag where it was changed nothing.
-    return dict(changed=not (present and image.get("Id") == before), image_id=image.get("Id"),
-                repo_digests=image.get("RepoDigests") or [], platform=platform_of(image), attempts=attempts,
+    return dict(found(image), changed=not (present and image.get("Id") == before), attempts=attempts,
                 pulled_from=source)

@@ -35,6 +35,7 @@ SMALL_BENCH = {"small": {"image_sizes": ["640x480", "1280x720"], "max_tokens": [
 SMALL_BENCH_CLI = ("--preset", "small", "-e", "vllm_bench_presets=%s" % json.dumps(SMALL_BENCH))
 SMALL_BENCH_PLAY = ("-e", shlex.quote(json.dumps({"vllm_bench_preset": "small", "vllm_bench_presets": SMALL_BENCH})))
 CONFIG_DIR = "/etc/vllm-ascend"  # fleet_config_dir's default, as on a real host
+LOCK = "/var/lib/ascend-fleet/lock"  # fleet_lock_file's default
 SALT = CONFIG_DIR + "/.config-hash-salt"  # fleet_hash_salt_file's default
 LABEL = "ascend-vllm-fleet"  # fleet_label_prefix's default
 # A container's fields a shared fleet's test must leave as it found them (the Id changes on any replacement).

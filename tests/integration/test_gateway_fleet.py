@@ -36,7 +36,7 @@ from conftest import GATEWAY_BACKEND as BACKEND
 from twin.lifecycle import Twin
 from twin_fleet import DEFAULT_CONTAINER as NAME
 from twin_fleet import DEFAULT_PORT as INSTANCE_PORT
-from twin_fleet import SMALL_BENCH, PlayFleet, wait_until
+from twin_fleet import LOCK, SMALL_BENCH, PlayFleet, wait_until
 
 pytestmark = pytest.mark.docker
 HOST_A, HOST_B, GATEWAY, KYLIN = "gw-ascend-a", "gw-ascend-b", "gw-haproxy", "gw-kylin"
@@ -405,18 +405,32 @@ def test_a_rolling_replacement_fails_no_request(fleet):
     assert all(status == "UP" for status, _, _ in servers(fleet).values()), servers(fleet)
 
 
-def test_an_instance_left_drained_by_a_run_that_died_is_put_back_by_the_next(fleet):
-    """A controller lost between an instance's drain and its restore leaves it in maintenance on the gateway. The
-    next server phase changes no container, and still puts it back."""
+def test_an_instance_a_run_that_died_left_drained_is_put_back_by_the_next_and_one_drained_by_hand_stays(fleet):
+    """An instance drained by hand, with no run behind it, is the operator's: a converged server phase leaves it
+    drained and spends no task on the gateways. A controller lost between an instance's drain and its restore
+    leaves it drained too, and the host's lock held by a run that has ended: the next server phase changes no
+    container, takes the lock over, and puts the instance back."""
     server = "%s:%s" % (HOST_A, NAME)
     drain = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
              "s.sendall(b'set server %s/%s state drain\\n'); print(s.makefile().read())" % (BACKEND, server))
     fleet[GATEWAY].exec("python3", "-c", drain)
     assert servers(fleet)[server][0] == "DRAIN"
+    put_back = "Send requests to the instances again once their health checks pass"
     run = fleet.play("--tags", "server", "--limit", HOST_A)
     assert run.rc == 0, run.stdout
+    assert servers(fleet)[server][0] == "DRAIN" and run.results(put_back) == {}, run.stdout
+
+    # What a killed run leaves on the host: its lock, held by a process of this controller that has ended (here the
+    # ad-hoc command's, gone once it returns).
+    held = fleet.ad_hoc(HOST_A, "ascend.fleet.host_lock", "path=%s" % LOCK)
+    assert held["holder"]["controller"] == socket.gethostname(), held
+    run = fleet.play("--tags", "server", "--limit", HOST_A)
+    assert run.rc == 0, run.stdout
+    assert "took over the lock of a run that ended" in json.dumps(
+        run.results("Take the host's lock, so that no other run changes it meanwhile")[HOST_A])
     assert servers(fleet)[server][0] == "UP"
-    assert run.results("Send requests to the instances again once their health checks pass")[HOST_A]["changed"]
+    assert run.results(put_back)[HOST_A]["changed"]
+    assert not fleet[HOST_A].exists(LOCK)
 
 
 def test_a_gateway_that_cannot_be_reached_stops_a_replacement_before_anything_changes(fleet):

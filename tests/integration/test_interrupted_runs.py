@@ -10,13 +10,12 @@ import pytest
 from twin import lifecycle
 from twin.lifecycle import Twin
 from twin.shell import docker
-from twin_fleet import CONFIG_DIR, serves, serves_now, wait_until
+from twin_fleet import CONFIG_DIR, LOCK, serves, serves_now, wait_until
 from twin_fleet import DEFAULT_CONTAINER as NAME
 
 pytestmark = pytest.mark.docker
 HOST = "npu-c"  # the shared single host
 TAG = "v0.18.0rc1-310p"
-LOCK = "/var/lib/ascend-fleet/lock"  # fleet_lock_file's default
 
 
 @pytest.fixture

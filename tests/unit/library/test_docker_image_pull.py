@@ -336,6 +336,36 @@ def test_the_hosts_platform_is_asked_for_only_where_the_engine_would_pull_anothe
     assert pulls(calls) == [["pull"] + asked + ["--", IMAGE]]
 
 
+def test_platform_host_is_this_hosts_own_as_its_kernel_names_it(tmp_path):
+    """platform: host needs no gathered facts: an image of this machine's architecture is kept, another pulled
+    again, and the pull asks the engine for this machine's platform where it would pull another."""
+    machine = {"aarch64": "arm64", "x86_64": "amd64"}.get(os.uname().machine, os.uname().machine)
+    other = "amd64" if machine == "arm64" else "arm64"
+    docker, calls = fake_docker(tmp_path, inspect=(0, image_of(machine)))
+    kept = run_module("docker_image_pull", name=IMAGE, platform="host", docker=docker)
+    assert not kept["changed"] and kept["platform"] == "linux/" + machine and pulls(calls) == [], kept
+    (tmp_path / "other").mkdir()
+    docker, calls = fake_docker(tmp_path / "other", inspect=(0, image_of(other)), after_pull=(0, image_of(machine)),
+                                engine="linux/" + other)
+    pulled = run_module("docker_image_pull", name=IMAGE, platform="host", docker=docker)
+    assert pulled["changed"] and pulls(calls) == [["pull", "--platform", "linux/" + machine, "--", IMAGE]]
+
+
+def test_the_images_environment_is_told_whether_it_was_there_or_pulled(tmp_path):
+    """The role reads which chip the image is built for (SOC_VERSION) from it, with no docker call of its own."""
+    env = ["PATH=/usr/bin", "SOC_VERSION=ascend310p3"]
+    described = json.dumps([dict(json.loads(PRESENT)[0], Config={"Env": env})])
+    there = run_module("docker_image_pull", name=IMAGE, docker=fake_docker(tmp_path, inspect=(0, described))[0])
+    assert not there["changed"] and there["env"] == env, there
+    (tmp_path / "pulled").mkdir()
+    pulled = run_module("docker_image_pull", name=IMAGE, docker=fake_docker(tmp_path / "pulled",
+                                                                            after_pull=(0, described))[0])
+    assert pulled["changed"] and pulled["env"] == env, pulled
+    (tmp_path / "bare").mkdir()
+    bare = run_module("docker_image_pull", name=IMAGE, docker=fake_docker(tmp_path / "bare", inspect=(0, PRESENT))[0])
+    assert bare["env"] == [], bare
+
+
 def test_an_image_of_another_platform_on_the_host_is_pulled_again(tmp_path):
     docker, calls = fake_docker(tmp_path, inspect=(0, image_of("amd64")), after_pull=(0, image_of("arm64")))
     result = run_module("docker_image_pull", name=IMAGE, platform="linux/arm64/v8", docker=docker)
