@@ -60,13 +60,12 @@ class WaitBounds:
                     loader = DataLoader()
                     inventory = InventoryManager(loader=loader, sources=[str(self.inventory)])
                     variables = VariableManager(loader=loader, inventory=inventory)
-                    # ansible-playbook's VariableManager reads -e from its command line (context.CLIARGS), which
-                    # this process has none of: the run's -e values go where it puts them.
-                    variables._extra_vars = dict(self.extravars)
                     self.loaded = (loader, inventory, variables)
                 loader, inventory, variables = self.loaded
                 if role not in self.plays:
-                    self.plays[role] = Play.load({"hosts": "all", "gather_facts": False,
+                    # The run's -e values as the play's vars: above the inventory and the role's defaults, as -e
+                    # is (ansible-playbook's VariableManager reads -e from a command line this process has not).
+                    self.plays[role] = Play.load({"hosts": "all", "gather_facts": False, "vars": dict(self.extravars),
                                                   "roles": ["ascend.fleet." + role]},
                                                  variable_manager=variables, loader=loader)
                 found = inventory.get_host(host)
