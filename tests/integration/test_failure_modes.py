@@ -160,6 +160,9 @@ def test_a_large_image_crashes_an_uncapped_engine_and_verify_names_the_crash(fle
     assert run.rc == 0, run.stdout
     crashed = chat(host, PORT, key, 2560, 1440)
     assert crashed.status_code == 500 and "EngineCore encountered an issue" in crashed.text, crashed.text
+    # The server exits at its watchdog's next look, and Docker starts it again: until then there is no crash to
+    # name, only an engine that answers 503.
+    wait_until(lambda: host.inspect(NAME)["RestartCount"] > 0, "Docker restarts the crashed server on %s" % DUAL, 120)
     code, output = fleet.verify(hosts=[DUAL], **{DUAL: {"vllm_server_max_pixels": 0}})
     assert code != 0 and "instance %s: crashed and was restarted by Docker" % NAME in output, output
     # Once Docker's restart serves, the crash is history: a warning that explains the dead engine and the restart
