@@ -116,15 +116,16 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import OptionError, unexpected_failure
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
+    JSON_KINDS,
+    OptionError,
+    unexpected_failure,
+)
 
 INDEX = "model.safetensors.index.json"
 # The safetensors format: an 8-byte little-endian header length, the JSON header, the tensors. A header is
 # kilobytes; one claiming more than this is no header.
 SAFETENSORS_HEADER_MAX = 100 << 20
-# How the index's JSON values are named in messages, as its author would name them.
-JSON_KINDS = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
-              bool: "true or false", type(None): "null"}
 
 
 def outside_problem(name):

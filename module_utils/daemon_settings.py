@@ -12,19 +12,16 @@ __metaclass__ = type
 import json
 import os
 
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import JSON_KINDS
 from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import read_text, write_atomically
-
-JSON_KINDS = {list: "list", str: "string", int: "number", float: "number", bool: "true or false",
-              type(None): "null"}
 
 
 class SettingsError(Exception):
     """A daemon.json that is not a JSON object; the message names the file, what it holds and the fix."""
 
 
-def read(path):
-    """The settings the file holds now: {} when it is missing or empty."""
-    text = read_text(path, None)
+def parse(path, text):
+    """The settings a file's text holds: {} when it is missing (None) or empty."""
     if text is None or not text.strip():
         return {}
     try:
@@ -34,9 +31,9 @@ def read(path):
                             "file, or remove it so that it holds only docker_runtime_daemon_options"
                             % (path, error)) from None
     if not isinstance(settings, dict):
-        raise SettingsError("%s holds a JSON %s, expected an object of the daemon's settings. Fix: correct the file, "
+        raise SettingsError("%s holds %s, expected a JSON object of the daemon's settings. Fix: correct the file, "
                             "or remove it so that it holds only docker_runtime_daemon_options"
-                            % (path, JSON_KINDS.get(type(settings), "value")))
+                            % (path, JSON_KINDS.get(type(settings), "no object")))
     return settings
 
 
@@ -49,10 +46,11 @@ def merge(path, settings, mode, check_mode, keep=None):
     """Makes the file hold its own settings with these laid over them, with this mode; keep(path), when given, is
     called before a file that is there is written over (a backup), and what it returns is returned.
     Returns (changed, the settings before, the settings after, what keep returned or None)."""
-    before = read(path)
+    found = read_text(path, None)
+    before = parse(path, found)
     after = dict(before, **settings)
     text = layout(after)
-    written = read_text(path, None) != text
+    written = found != text
     kept = None
     if written and not check_mode:
         if keep and os.path.isfile(path):

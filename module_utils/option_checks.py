@@ -15,6 +15,10 @@ __metaclass__ = type
 
 import math
 
+# How JSON values a module reads (an index, a settings file) are named in messages, as their author would name them.
+JSON_KINDS = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
+              bool: "true or false", type(None): "null"}
+
 
 class OptionError(Exception):
     """An option's value the module cannot use; the message names the option, what was expected and the fix."""

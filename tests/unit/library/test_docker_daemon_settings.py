@@ -56,7 +56,7 @@ def test_a_file_with_our_settings_but_another_mode_gets_its_mode(tmp_path):
 
 @pytest.mark.parametrize("content, expected", [
     ('{"log-driver": "json-file",}', "is not JSON"),
-    ('["log-driver"]', "holds a JSON list, expected an object"),
+    ('["log-driver"]', "holds a list, expected a JSON object"),
 ])
 def test_a_file_the_daemon_cannot_read_either_is_named_with_the_fix_and_left_as_it_is(tmp_path, content, expected):
     path = tmp_path / "daemon.json"
