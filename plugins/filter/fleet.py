@@ -62,6 +62,19 @@ def host_platform(facts, os_release=""):
     }
 
 
+def platform_vars_file(platform, role, vars_dir, host):
+    """The first of a role's vars files for the host's operating system (platform: host_platform's answer), or a
+    failure naming the host, what it runs and the fix when the role has none for it."""
+    for name in platform["vars_files"]:
+        if os.path.isfile(os.path.join(vars_dir, name)):
+            return os.path.join(vars_dir, name)
+    raise AnsibleFilterError(
+        "%s on %s: found %s (%s family); required one of the distributions the role knows the packages of (the "
+        "Debian family: Debian, Ubuntu; the RedHat family: openEuler, Kylin, UOS). Fix: install the packages "
+        "yourself and set the role's package settings (its defaults/main.yml), or use such a host." % (
+            role, host, platform["label"] or "an unknown distribution", platform["reported_family"] or "unknown"))
+
+
 def vars_file_name(name):
     """A vars file's name for a distribution, version or family: lower case, words joined by `_`."""
     return "%s.yml" % re.sub(r"[^a-z0-9.-]+", "_", name.lower()).strip("_")
@@ -85,4 +98,5 @@ def vllm_release(image, release_as="", accepted_defects=(), driver_version=""):
 
 class FilterModule:
     def filters(self):
-        return {"first_batch": first_batch, "host_platform": host_platform, "vllm_release": vllm_release}
+        return {"first_batch": first_batch, "host_platform": host_platform,
+                "platform_vars_file": platform_vars_file, "vllm_release": vllm_release}

@@ -1,7 +1,7 @@
 """roles/vllm_canary's batch verdict as Ansible runs it, on hosts of this machine (no Docker): a roll of three hosts,
 two per batch, whose canary batch includes the role as the server phase does (its include task, from
 roles/vllm_server/tasks/05-finish.yml) with the outcomes the server phase would give it, and whose later batch
-runs the server phase's check of the verdict (from roles/vllm_server/tasks/main.yml) before it would replace
+runs the server phase's check of the verdict (from roles/vllm_server/tasks/00-before.yml) before it would replace
 anything. Nothing here is measured: the replacements the canary would benchmark fail an image first (no container
 runs them here). The filters case by case: tests/unit/roles/vllm_canary/."""
 import sys
@@ -44,7 +44,7 @@ def roll(folder, outcomes, failing_early=()):
                      "vllm_server_served_name": "Qwen3-VL-8B-Instruct"},
             "tasks": [{"name": "Fail in an earlier phase", "ansible.builtin.fail": {"msg": "an earlier phase"},
                        "when": "inventory_hostname in %s" % list(failing_early)},
-                      server_task("main.yml", GO_ON),
+                      server_task("00-before.yml", GO_ON),
                       server_task("05-finish.yml", GATE),
                       {"name": "Show the verdict", "ansible.builtin.debug": {
                           "msg": "{{ vllm_canary_verdict | default('none') }}"}}]}

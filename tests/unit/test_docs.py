@@ -16,7 +16,8 @@ ROLES = sorted(path.parent.parent.name for path in REPO.glob("roles/*/meta/argum
 def test_role_readme_documents_every_variable(role):
     options = yaml.safe_load((REPO / "roles" / role / "meta/argument_specs.yml").read_text())
     readme = (REPO / "roles" / role / "README.md").read_text()
-    missing = [name for name in options["argument_specs"]["main"]["options"] if "`%s`" % name not in readme]
+    documented = [name for entry in options["argument_specs"].values() for name in entry.get("options", {})]
+    missing = [name for name in documented if "`%s`" % name not in readme]
     assert missing == [], "roles/%s/README.md does not document: %s" % (role, ", ".join(missing))
 
 

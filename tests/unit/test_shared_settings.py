@@ -52,6 +52,34 @@ def test_no_fallback_for_a_variable_some_role_defines(role):
     assert found == [], "fallbacks that repeat a role default: %s" % "; ".join(found)
 
 
+PLAYBOOKS = sorted(path.name for path in (REPO / "playbooks").glob("*.yml") if path.name != "python.yml")
+
+
+def test_the_shared_settings_are_checked_once_per_run_not_by_each_role_that_loads_them():
+    """Each role's dependency on the fleet role runs its tasks/main.yml: with no entry point `main` in the spec,
+    Ansible inserts no argument check there. The one entry point is tasks/settings.yml's, which python.yml runs."""
+    specs = yaml.safe_load((REPO / "roles/fleet/meta/argument_specs.yml").read_text())["argument_specs"]
+    assert list(specs) == ["settings"]
+    play = yaml.safe_load((REPO / "playbooks/python.yml").read_text())[0]
+    # Ansible picks the entry point by tasks_from as written: "settings.yml" would check nothing.
+    assert {"name": "ascend.fleet.fleet", "tasks_from": "settings"} in [
+        task.get("ansible.builtin.import_role") for task in play["tasks"]]
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_every_playbook_checks_python_and_the_shared_settings_first(playbook):
+    """Before any role of the playbook reads a host or a setting. Three check the settings in their own play instead:
+    benchmark.yml (site.yml imports it with no hosts unless the benchmark is asked for), and the read-only
+    diagnoses, which report a host whose Python hangs or is too old rather than refuse it."""
+    first = yaml.safe_load((REPO / "playbooks" / playbook).read_text())[0]
+    if playbook in ("benchmark.yml", "doctor.yml", "verify.yml"):
+        assert {"name": "ascend.fleet.fleet", "tasks_from": "settings"} == (
+            first["pre_tasks"][0]["ansible.builtin.import_role"])
+    else:
+        assert first.get("ansible.builtin.import_playbook") == "python.yml", (
+            "playbooks/%s: start with `ansible.builtin.import_playbook: python.yml`" % playbook)
+
+
 @pytest.mark.parametrize("playbook", ["deploy.yml", "driver.yml"])
 def test_play_keywords_repeat_the_fleet_defaults_exactly(playbook):
     """serial and max_fail_percentage are read before any role loads, so a batched play carries the defaults too."""

@@ -118,7 +118,7 @@ def test_the_roles_and_playbooks_call_the_modules_option_by_its_name():
 
 def test_the_fleet_roles_key_file_is_documented_as_the_controllers_file_of_the_bare_key():
     specs = yaml.safe_load((REPO / "roles/fleet/meta/argument_specs.yml").read_text(encoding="utf-8"))
-    description = specs["argument_specs"]["main"]["options"]["fleet_api_key_file"]["description"]
+    description = specs["argument_specs"]["settings"]["options"]["fleet_api_key_file"]["description"]
     for piece in ("on the controller", "the bare key and nothing else", "Not the instance's env file",
                   "VLLM_API_KEY=", "env_file"):
         assert piece in description, description

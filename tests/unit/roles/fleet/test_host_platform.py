@@ -2,10 +2,13 @@
 facts are those ansible-core 2.19 reports for each distribution (the twin's openEuler, UOS and Debian hosts show
 them: tests/integration/test_gateway_fleet.py; Kylin's, where no module runs, are its fixtures' and dnf, which
 Kylin V10 has), the os-release texts the distributions' own."""
+import subprocess
+
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.fleet.plugins.filter.fleet import host_platform
+from ansible_collections.ascend.fleet.plugins.filter.fleet import host_platform, platform_vars_file
 from conftest import REPO
 
 DISTRIBUTIONS = yaml.safe_load((REPO / "tests/twin/distributions.yml").read_text())
@@ -59,3 +62,39 @@ def test_every_role_that_installs_packages_has_settings_for_both_families(role):
     for family in ("debian", "redhat"):
         settings = yaml.safe_load((folder / ("%s.yml" % family)).read_text())
         assert settings and all(str(key).startswith(role) for key in settings), settings
+
+
+def test_a_roles_vars_file_is_the_most_specific_it_has(tmp_path):
+    platform = host_platform(facts("openEuler", "22.03", "RedHat", "dnf"),
+                             DISTRIBUTIONS["openeuler"]["files"]["/etc/os-release"])
+    (tmp_path / "redhat.yml").write_text("{}")
+    assert platform_vars_file(platform, "host_exporters", str(tmp_path), "npu-01") == str(tmp_path / "redhat.yml")
+    (tmp_path / "openeuler.yml").write_text("{}")
+    assert platform_vars_file(platform, "host_exporters", str(tmp_path), "npu-01") == str(tmp_path / "openeuler.yml")
+
+
+def test_a_host_the_role_has_no_settings_for_is_refused_by_name(tmp_path):
+    (tmp_path / "debian.yml").write_text("{}")
+    platform = host_platform(facts("SLES", "15.5", "Suse", "zypper"), 'ID="sles"\n')
+    with pytest.raises(AnsibleFilterError) as refused:
+        platform_vars_file(platform, "gateway", str(tmp_path), "npu-07")
+    assert str(refused.value).startswith("gateway on npu-07: found SLES 15.5 (Suse family); required one of the "
+                                         "distributions the role knows the packages of"), refused.value
+    assert "Fix: install the packages yourself" in str(refused.value)
+
+
+@pytest.mark.parametrize("distribution", sorted(name for name in DISTRIBUTIONS
+                                                if "/etc/os-release" in DISTRIBUTIONS[name].get("files", {})))
+def test_the_python_probes_platform_line_decides_as_the_whole_os_release_does(tmp_path, distribution):
+    """Preflight decides the platform from its Python probe's output (roles/ascend_preflight/tasks/python.yml), not
+    from a second read of os-release: the probe's lines, run on each distribution's os-release, decide alike."""
+    os_release = DISTRIBUTIONS[distribution]["files"]["/etc/os-release"]
+    (tmp_path / "os-release").write_text(os_release)
+    (task,) = [task for task in yaml.safe_load((REPO / "roles/ascend_preflight/tasks/python.yml").read_text())
+               if "ansible.builtin.raw" in task]
+    os_lines = "\n".join(task["ansible.builtin.raw"].splitlines()[:2]).replace("/etc/os-release",
+                                                                               str(tmp_path / "os-release"))
+    assert "PLATFORM_ID" in os_lines
+    probe = subprocess.run(["sh", "-c", os_lines], capture_output=True, text=True, check=True).stdout
+    reported = facts("Uos", "20", "Debian", "apt")
+    assert host_platform(reported, probe) == host_platform(reported, os_release)
