@@ -102,6 +102,19 @@ options:
     description: Docker CLI to run.
     type: str
     default: docker
+  expect_env:
+    description:
+      - Variables the image's environment (C(docker image inspect)'s C(.Config.Env)) must set, each to a value
+        starting with the one given here, case aside - for example C(SOC_VERSION) C(Ascend310P), the chip a
+        vLLM-Ascend image is built for. An image that does not (found on the host or just pulled) fails the task,
+        naming what it sets and O(expect_env_fix).
+      - In check mode an image that would be pulled has no environment to read yet; the real run checks it.
+    type: dict
+    default: {}
+  expect_env_fix:
+    description: The fix the failure of O(expect_env) names.
+    type: str
+    default: ""
 extends_documentation_fragment:
   - ascend.fleet.attributes
 attributes:
@@ -219,6 +232,8 @@ def main():
             registry_username=dict(type="str"),
             registry_password=dict(type="str", no_log=True),
             refresh=dict(type="bool", default=False),
+            expect_env=dict(type="dict", default={}),
+            expect_env_fix=dict(type="str", default=""),
         ),
         required_together=[("registry_username", "registry_password")],
         supports_check_mode=True,

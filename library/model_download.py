@@ -76,6 +76,13 @@ options:
     description: Attempts per file (a checksum that does not match, a dropped connection) before giving up.
     type: int
     default: 3
+  required:
+    description:
+      - Files the folder must hold once the repository is in it, named inside it (C(config.json)); one the
+        repository does not have, or an empty one, fails the download, naming it. Not checked in check mode.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - ascend.fleet.attributes
 attributes:
@@ -169,6 +176,7 @@ def main():
             token=dict(type="str", no_log=True),
             timeout=dict(type="float", default=60),
             retries=dict(type="int", default=3),
+            required=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )

@@ -24,6 +24,9 @@ description:
     devices of the chips are unknown.
   - Each chip's C(cpu_affinity) is the C(CPU Affinity) column of C(npu-smi info -t topo), the CPUs near the chip
     that vLLM-Ascend binds its workers to.
+  - With O(docker), also lists the running containers that map the chips' device nodes, as the npu_holders module
+    does (C(containers), C(docker_available)), wherever the host has chip nodes or npu-smi lists processes on them,
+    so that one call tells who holds the chips.
   - Returns everything under C(ansible_facts.ascend). Never changes anything on the host.
   - Never fails because of the device state. A missing npu-smi gives C(present=false); a dcmi error (for
     example C(ret is -8005) or C(-8020), which npu-smi prints on stdout) gives C(ready=false) with the known
@@ -38,6 +41,13 @@ description:
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
+options:
+  docker:
+    description:
+      - Docker CLI to list the containers that map the chips with (C(containers)); empty, none are listed. When it is
+        not installed, or its engine does not answer, none are listed and C(docker_available) is false.
+    type: str
+    default: ""
 extends_documentation_fragment:
   - ascend.fleet.attributes
   - ascend.fleet.attributes.read_only
@@ -60,6 +70,10 @@ EXAMPLES = r"""
     npu_smi: /opt/ascend/bin/npu-smi
     driver_home: /opt/ascend/driver
     firmware_home: /opt/ascend/firmware
+
+- name: Gather the facts and the containers that map the chips
+  ascend.fleet.npu_facts:
+    docker: docker
 
 - name: Show what was found
   ansible.builtin.debug:
@@ -424,6 +438,18 @@ ansible_facts:
           type: list
           elements: str
           sample: ["/dev/hisi_hdc"]
+        containers:
+          description:
+            - With O(docker), the running containers that map a chip's device node or are privileged, as the
+              npu_holders module lists them (its C(containers)); else, or where the host has no chip, empty.
+          returned: always
+          type: list
+          elements: dict
+        docker_available:
+          description: With O(docker), whether its CLI ran and its engine answered; else null.
+          returned: always
+          type: bool
+          sample: true
         processes:
           description: Processes holding NPU memory, from the npu-smi process table.
           returned: always
@@ -472,6 +498,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.fleet.plugins.module_utils.npu_gather import NPU_OPTIONS, Gatherer
+from ansible_collections.ascend.fleet.plugins.module_utils.npu_holders import containers
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
     OptionError,
     number_at_least,
@@ -492,12 +519,16 @@ def check_options(params):
 
 def main():
     module = AnsibleModule(
-        argument_spec=NPU_OPTIONS,
+        argument_spec=dict(NPU_OPTIONS, docker=dict(type="str", default="")),
         supports_check_mode=True,
     )
     try:
         check_options(module.params)
         facts = Gatherer(module.params).gather()
+        facts["containers"], facts["docker_available"] = [], None
+        if module.params["docker"] and (facts["devices"] or facts["processes"]):
+            facts["containers"], facts["docker_available"] = containers(module.params["docker"],
+                                                                        module.params["dev_dir"])
     except OptionError as error:
         module.fail_json(msg=str(error))
     except Exception as error:  # anything unforeseen still says what was being done, not a traceback

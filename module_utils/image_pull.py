@@ -105,6 +105,20 @@ def found(image):
                 env=(image.get("Config") or {}).get("Env") or [])
 
 
+def env_refusal(name, env, expected, fix):
+    """Why an image whose environment is env (NAME=value lines) is not the one asked for, or None: each NAME of
+    expected must be set to a value starting with its prefix (case aside). The message names the image, what it
+    sets, what was required and fix."""
+    values = dict(line.split("=", 1) for line in env if "=" in line)
+    for variable, prefix in sorted(expected.items()):
+        value = values.get(variable)
+        if value is None or not value.lower().startswith(prefix.lower()):
+            return "%s is built for %s; required %s starting with %s. Fix: %s" % (
+                name, "%s=%s" % (variable, value) if value is not None else "no %s" % variable, variable, prefix,
+                fix or "use an image built for it")
+    return None
+
+
 def platform_of(image):
     """os/architecture of an image as docker inspects it."""
     return "%s/%s" % (image.get("Os") or "?", image.get("Architecture") or "?")
@@ -160,6 +174,10 @@ def reference_problem(name):
 
 def check_options(params):
     name, digest = params["name"], params["digest"]
+    for variable, prefix in params["expect_env"].items():
+        if not isinstance(prefix, str) or not prefix or not variable:
+            raise OptionError("expect_env %s: %r: expected a variable's name and the text its value starts with, such "
+                              "as SOC_VERSION: Ascend310P. Fix: correct expect_env" % (variable, prefix))
     problem = reference_problem(name)
     if problem:
         raise OptionError("name %s: expected %s. Fix: correct fleet_image (or the fleet_image_* settings it is "
@@ -294,7 +312,7 @@ def make_present(params, check_mode):
     wanted = params["platform"]
     present = image and (not digest or has_digest(image, digest)) and (not wanted or same_platform(image, wanted))
     if present and (not params["refresh"] or check_mode):
-        return dict(found(image), changed=False, attempts=0)
+        return expected_image(params, dict(found(image), changed=False, attempts=0))
     if check_mode:
         return dict(changed=True, attempts=0, msg="would pull %s" % (
             source if source == name else "%s as %s" % (source, name)))
@@ -323,5 +341,13 @@ def make_present(params, check_mode):
             raise PullError("`%s tag -- %s %s` failed: %s. Fix: check the Docker daemon (`docker info`)"
                             % (docker, source, name, err.strip() or "exit %s" % code), attempts=attempts)
     # A refresh that found the tag where it was changed nothing.
-    return dict(found(image), changed=not (present and image.get("Id") == before), attempts=attempts,
-                pulled_from=source)
+    return expected_image(params, dict(found(image), changed=not (present and image.get("Id") == before),
+                                       attempts=attempts, pulled_from=source))
+
+
+def expected_image(params, result):
+    """result, once the image's environment is what expect_env asks; else a PullError saying what it is."""
+    refusal = env_refusal(params["name"], result["env"], params["expect_env"], params["expect_env_fix"])
+    if refusal:
+        raise PullError(refusal, **result)
+    return result

@@ -452,14 +452,32 @@ def check_options(params):
         raise OptionError("endpoint %r: expected an http:// or https:// address. Fix: set model_weights_hub_endpoint "
                           "to the hub's address, or leave it empty for %s's own" % (endpoint, params["source"]))
     number_at_least(params, "retries", 1, "set model_weights_hub_retries to 1 or more")
+    for name in params["required"]:
+        problem = path_problem(name)
+        if problem:
+            raise OptionError("required names %s: expected file names inside path, such as config.json. Fix: correct "
+                              "model_weights_required_files" % problem)
     if not (math.isfinite(params["timeout"]) and params["timeout"] > 0):
         raise OptionError("timeout %r: expected more than 0 seconds. Fix: set model_weights_hub_timeout"
                           % params["timeout"])
 
 
+def lacking(path, required):
+    """The required files (names inside the folder) that are not there or are empty."""
+    return [name for name in required
+            if not os.path.isfile(os.path.join(path, name)) or os.path.getsize(os.path.join(path, name)) == 0]
+
+
 def download(params, check_mode):
-    """The module's result once the folder holds every file of the repository at the revision, each verified (in
-    check mode: what a run would fetch)."""
+    """The module's result once the folder holds every file of the repository at the revision, each verified, and
+    every required file (in check mode: what a run would fetch)."""
     check_options(params)
     socket.setdefaulttimeout(params["timeout"])
-    return Download(params, check_mode).run()
+    result = Download(params, check_mode).run()
+    missing = [] if check_mode else lacking(params["path"], params["required"])
+    if missing:
+        raise DownloadError(
+            "model folder %s holds %s at %s whole, but not %s: found the repository without them; required every "
+            "file the server needs. Fix: set model_weights_hub_repo to the model's own repository, or correct "
+            "model_weights_required_files" % (params["path"], params["repo"], params["revision"], ", ".join(missing)))
+    return result

@@ -411,3 +411,34 @@ def test_refresh_pulls_a_present_image_and_is_changed_only_when_the_tag_moved(tm
     checked = run_module("docker_image_pull", name=IMAGE, docker=docker, delay=0, refresh=True,
                          _ansible_check_mode=True)
     assert not checked["changed"] and checked["attempts"] == 0
+
+
+def test_an_image_built_for_another_chip_is_refused_found_or_pulled(tmp_path):
+    """expect_env: what the vllm_image role asks of every image (SOC_VERSION, the chip it is built for)."""
+    expected = {"expect_env": {"SOC_VERSION": "ascend310p"}, "expect_env_fix": "use the release's -310p tag"}
+
+    def described(env):
+        return json.dumps([dict(json.loads(PRESENT)[0], Config={"Env": env})])
+
+    ours = run_module("docker_image_pull", name=IMAGE, docker=fake_docker(
+        tmp_path, inspect=(0, described(["SOC_VERSION=Ascend310P1"])))[0], **expected)
+    assert not ours["changed"] and not ours.get("failed"), ours
+    (tmp_path / "a2").mkdir()
+    pulled = run_module("docker_image_pull", name=IMAGE, docker=fake_docker(
+        tmp_path / "a2", after_pull=(0, described(["PATH=/usr/bin", "SOC_VERSION=ascend910b1"])))[0], **expected)
+    assert_refused(pulled, "%s is built for SOC_VERSION=ascend910b1; required SOC_VERSION starting with ascend310p"
+                   % IMAGE, "Fix: use the release's -310p tag")
+    (tmp_path / "bare").mkdir()
+    bare = run_module("docker_image_pull", name=IMAGE, docker=fake_docker(tmp_path / "bare", inspect=(0, PRESENT))[0],
+                      **expected)
+    assert_refused(bare, "is built for no SOC_VERSION; required SOC_VERSION starting with ascend310p")
+    (tmp_path / "check").mkdir()
+    would = run_module("docker_image_pull", name=IMAGE, _ansible_check_mode=True,
+                       docker=fake_docker(tmp_path / "check")[0], **expected)
+    assert would["changed"] and not would.get("failed"), would
+
+
+def test_an_expectation_that_names_no_value_is_refused(tmp_path):
+    result = run_module("docker_image_pull", name=IMAGE, expect_env={"SOC_VERSION": ""},
+                        docker=fake_docker(tmp_path, inspect=(0, PRESENT))[0])
+    assert_refused(result, "expect_env SOC_VERSION", "such as SOC_VERSION: Ascend310P")

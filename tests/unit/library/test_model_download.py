@@ -195,6 +195,7 @@ def test_refusals_name_the_setting_and_never_show_the_token(hub, tmp_path):
     ({"endpoint": "file:///etc"}, "endpoint 'file:///etc': expected an http:// or https:// address"),
     ({"retries": 0}, "retries"),
     ({"timeout": 0}, "timeout 0.0: expected more than 0 seconds"),
+    ({"required": ["../config.json"]}, "required names '../config.json' is not a plain path"),
 ])
 def test_options_it_cannot_use_are_refused(hub, tmp_path, args, expected):
     assert_refused(download(hub, tmp_path / "model", **args), expected)
@@ -252,3 +253,16 @@ def test_a_long_nested_name_downloads(hub, tmp_path):
 @pytest.mark.parametrize("timeout", [-1, float("nan"), float("inf")])
 def test_a_timeout_that_is_no_duration_is_refused(hub, tmp_path, timeout):
     assert_refused(download(hub, tmp_path / "model", timeout=timeout), "expected more than 0 seconds")
+
+
+def test_a_repository_without_a_required_file_fails_naming_it(hub, tmp_path):
+    """What model_weights asks of every source: the folder holds what the server reads, as its check of a staged
+    folder (model_files) asks; a hub download is verified file by file, so only their presence is left to ask."""
+    folder = tmp_path / "model"
+    whole = download(hub, folder, required=["config.json", "tokenizer.json"])
+    assert whole["changed"] and not whole.get("failed"), whole
+    assert_refused(download(hub, folder, required=["config.json", "chat_template.jinja"]),
+                   "model folder %s holds %s at master whole, but not chat_template.jinja" % (folder, hub.repo),
+                   "model_weights_hub_repo", "model_weights_required_files")
+    checked = download(hub, tmp_path / "elsewhere", required=["chat_template.jinja"], _ansible_check_mode=True)
+    assert checked["changed"] and not checked.get("failed"), checked

@@ -189,7 +189,7 @@ def test_check_mode_reads_the_same(tmp_path):
 def test_ansible_doc_renders():
     doc = module_doc("npu_facts")
     assert set(doc["doc"]["options"]) == {"npu_smi", "driver_home", "firmware_home", "install_info", "dev_dir",
-                                          "timeout"}
+                                          "timeout", "docker"}
     assert "npu_facts:" in doc["examples"]
     attributes = doc["doc"]["attributes"]
     assert (attributes["check_mode"]["support"], attributes["diff_mode"]["support"]) == ("full", "none")
@@ -322,3 +322,40 @@ def test_the_timeout_bounds_every_npu_smi_call_together(tmp_path):
     unread = [problem for problem in facts["problems"] if "timeout (3s, all npu-smi calls together)" in problem]
     assert any(problem.startswith("`npu-smi info -t board") and "not run" in problem for problem in unread), (
         facts["problems"])
+
+
+# A foreign container mapping chip node 0, and one mapping none, as `docker ps` and `docker container inspect` list
+# them (the inspect's fields the listing reads).
+FOREIGN_DOCKER = """#!/bin/sh
+case "$1" in
+ps) echo 3f2a9c1b7d4e; echo 9b8c7d6e5f40 ;;
+container) cat <<'EOF'
+[{"Id": "3f2a9c1b7d4e", "Name": "/llm-test", "Config": {"Image": "llm-test:twin", "Labels": {"team": "nlp"}},
+  "State": {"Status": "running"}, "HostConfig": {"Devices": [{"PathOnHost": "%s/davinci0"}]}},
+ {"Id": "9b8c7d6e5f40", "Name": "/web", "Config": {"Image": "nginx", "Labels": {}}, "State": {"Status": "running"},
+  "HostConfig": {"Devices": []}}]
+EOF
+;;
+*) exit 1 ;;
+esac
+"""
+
+
+def test_with_docker_the_facts_name_the_containers_that_map_the_chips(tmp_path):
+    """Preflight judges who holds the chips from one call: npu-smi's processes and Docker's containers."""
+    _, paths = twin_host(tmp_path, hosts.load_profiles()["duo2"])
+    docker = tmp_path / "docker"
+    docker.write_text(FOREIGN_DOCKER % paths["dev_dir"])
+    docker.chmod(0o755)
+    facts = run_npu_facts(tmp_path, docker=str(docker), **paths)
+    assert facts["docker_available"] is True
+    assert [(found["name"], found["image"], found["devices"], found["labels"]) for found in facts["containers"]] == [
+        ("llm-test", "llm-test:twin", [paths["dev_dir"] + "/davinci0"], {"team": "nlp"})]
+
+
+def test_without_docker_or_its_engine_no_container_is_listed(tmp_path):
+    _, paths = twin_host(tmp_path, hosts.load_profiles()["duo2"])
+    facts = run_npu_facts(tmp_path, **paths)
+    assert (facts["containers"], facts["docker_available"]) == ([], None)
+    facts = run_npu_facts(tmp_path, docker=str(tmp_path / "no-docker-here"), **paths)
+    assert (facts["containers"], facts["docker_available"]) == ([], False)
