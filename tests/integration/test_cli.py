@@ -50,7 +50,7 @@ def test_deploy_names_the_bad_host_and_exits_non_zero(fleet):
     rows = {line.split()[0]: line for line in table.splitlines()[1:]}
     assert rows[BAD].split()[1] == "FAILED" and "driver version: found 24.1.rc2.2" in rows[BAD]
     assert rows[A].split()[1] == "ok" and rows[B].split()[1] == "ok"
-    assert "[%s] ascend_preflight: Gather the NPU facts" % A in output  # the live view
+    assert "[%s] fleet: Gather the NPU facts" % A in output  # the live view (preflight imports the fleet's gather)
     assert "artifacts: " in output
 
 
