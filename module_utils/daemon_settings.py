@@ -10,10 +10,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
-import os
 
 from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import JSON_KINDS
-from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import read_text, write_atomically
+from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import read_text, settle_file
 
 
 class SettingsError(Exception):
@@ -49,14 +48,5 @@ def merge(path, settings, mode, check_mode, keep=None):
     found = read_text(path, None)
     before = parse(path, found)
     after = dict(before, **settings)
-    text = layout(after)
-    written = found != text
-    kept = None
-    if written and not check_mode:
-        if keep and os.path.isfile(path):
-            kept = keep(path)
-        write_atomically(path, text, mode)
-    wrong_mode = not written and (os.stat(path).st_mode & 0o7777) != mode
-    if wrong_mode and not check_mode:
-        os.chmod(path, mode)
-    return written or wrong_mode, before, after, kept
+    changed, kept = settle_file(path, found, layout(after), mode, check_mode, before_write=keep)
+    return changed, before, after, kept

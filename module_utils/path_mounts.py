@@ -12,7 +12,7 @@ __metaclass__ = type
 import os
 import subprocess
 
-from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import read_text, write_atomically
+from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import read_text, settle_file
 
 HEADER = (
     "# Written by ascend.fleet.host_exporters: the file system (mount point) of each of the fleet's paths.\n"
@@ -58,12 +58,7 @@ def describe(paths, dest, mode, timeout, check_mode, runner=run_df):
     mounts = dict((use, mount_point(path, timeout, runner)) for use, path in paths.items())
     text = render(paths, mounts)
     found = read_text(dest, None)
-    written = found != text
-    if written and not check_mode:
-        if not os.path.isdir(os.path.dirname(dest)):
-            os.makedirs(os.path.dirname(dest), 0o755)
-        write_atomically(dest, text, mode)
-    wrong_mode = not written and (os.stat(dest).st_mode & 0o7777) != mode
-    if wrong_mode and not check_mode:
-        os.chmod(dest, mode)
-    return written or wrong_mode, mounts, found, text
+    if found is None and not check_mode and not os.path.isdir(os.path.dirname(dest)):
+        os.makedirs(os.path.dirname(dest), 0o755)
+    changed, _kept = settle_file(dest, found, text, mode, check_mode)
+    return changed, mounts, found, text

@@ -309,6 +309,22 @@ def remove(path):
     return True
 
 
+def settle_file(path, found, text, mode, check_mode, before_write=None):
+    """Makes the file at path hold text with mode, found being what it holds now (None: no file); before_write(path),
+    when given, is called before a file that is there is written over (a backup). Returns (changed, what
+    before_write returned or None). Check mode changes nothing and says what would change."""
+    written = found != text
+    kept = None
+    if written and not check_mode:
+        if before_write and os.path.isfile(path):
+            kept = before_write(path)
+        write_atomically(path, text, mode)
+    wrong_mode = not written and (os.stat(path).st_mode & 0o7777) != mode
+    if wrong_mode and not check_mode:
+        os.chmod(path, mode)
+    return written or wrong_mode, kept
+
+
 def write_atomically(path, content, mode):
     """The file whole or not at all: written beside its place with its mode, then renamed over it."""
     folder = os.path.dirname(path) or "."
