@@ -21,6 +21,9 @@ description:
     O(wait_up), waits after ready until its health checks mark it UP. Both waits end within O(timeout) with a
     failure that names what is still open, or the last check.
   - Changes something only when the server's admin state is not the one asked for.
+  - With O(add_at), a server the backend does not have yet (an instance a layout change started) is added first,
+    through the runtime API's C(add server) (HAProxy 2.4 and later), so that it serves before the gateway's config
+    is written again; that config then names it for good.
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
@@ -66,6 +69,27 @@ options:
         (no request reaches it through this HAProxy, so there is nothing to set).
     type: bool
     default: false
+  add_at:
+    description:
+      - Where the server is, when O(backend) may not have it yet. A server the backend lacks is added at
+        C(address):C(port) with C(options) - a server added this way takes no C(default-server) line, so the
+        options carry its health checks - which are enabled; then O(state) applies (a new server starts in
+        maintenance). O(skip_unknown) then only concerns a backend HAProxy does not have.
+    type: dict
+    suboptions:
+      address:
+        description: The server's address (a host name or an IP address).
+        type: str
+        required: true
+      port:
+        description: The server's port.
+        type: int
+        required: true
+      options:
+        description: Server options, as on a C(server) line of the config, such as C(check inter 2s fall 3 rise 2).
+        type: list
+        elements: str
+        default: []
 extends_documentation_fragment:
   - ascend.fleet.attributes
 attributes:
@@ -95,6 +119,14 @@ EXAMPLES = r"""
     state: ready
     wait_up: true
     timeout: 60
+
+- name: Add an instance a layout change started, at its address, and put it in rotation once it is UP
+  ascend.fleet.haproxy_server:
+    backend: vllm_instances
+    server: npu-node-01:vllm-ascend-npu1-chip0
+    state: ready
+    wait_up: true
+    add_at: {address: 10.0.8.21, port: 8000, options: [check, inter, 2s, fall, "3", rise, "2"]}
 """
 
 RETURN = r"""
@@ -115,6 +147,11 @@ current:
   returned: when found
   type: dict
   sample: {"admin": "drain", "status": "DRAIN", "sessions": 0, "check": "Layer7 check passed: OK"}
+added:
+  description: The server was not in the backend and was added (in check mode, would be) at O(add_at).
+  returned: always
+  type: bool
+  sample: false
 waited_s:
   description: Seconds spent waiting for O(wait_idle) or O(wait_up).
   returned: when found
@@ -142,6 +179,8 @@ from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import 
 POLL_S = 0.5
 # HAProxy's rule for backend and server names, in ASCII: the commands naming them go out as ASCII.
 HAPROXY_NAME = re.compile(r"[A-Za-z0-9_.:-]+")
+# An address or a word of server options on one command line: nothing that would end it or start another.
+COMMAND_WORD = re.compile(r"[A-Za-z0-9_.:/\[\]-]+")
 # Answers of one runtime API command are short; a socket that does not answer whole in this time is not HAProxy.
 COMMAND_TIMEOUT_S = 10
 # The share of timeout kept, after a wait, for the last look at the server (its sessions, its state), and its most:
@@ -161,9 +200,10 @@ class GatewayError(Exception):
 class UnknownName(GatewayError):
     """HAProxy's config has no such backend, or no such server in it; unknown: which of them, in a few words."""
 
-    def __init__(self, message, unknown):
+    def __init__(self, message, unknown, server_only=False):
         super(UnknownName, self).__init__(message)
         self.unknown = unknown
+        self.server_only = server_only
 
 
 class RuntimeApi:
@@ -261,7 +301,7 @@ def describe(api, backend, server):
         names = ", ".join(sorted(row["svname"] for row in servers)) or "none"
         raise UnknownName("server %r is not in backend %r (its servers: %s). Fix: give one of them, or deploy the "
                           "gateway again so its config names the server" % (server, backend, names),
-                          "backend %r has no server %r" % (backend, server))
+                          "backend %r has no server %r" % (backend, server), server_only=True)
     flags = api.admin_flags(backend, server)
     admin = "maint" if flags & FORCED_MAINT else "drain" if flags & FORCED_DRAIN else "ready"
     row = found[0]
@@ -320,21 +360,44 @@ def timed_out(params, passed):
                                 params["socket"]))
 
 
+def add_server(api, params):
+    """Add the server the backend lacks at add_at, with its health checks on (it starts in maintenance)."""
+    name, where = "%s/%s" % (params["backend"], params["server"]), params["add_at"]
+    # HAProxy 2.4 has `add server` as an experimental command; later versions accept the switch and ignore it.
+    command = "experimental-mode on; add server %s %s:%d %s" % (name, where["address"], where["port"],
+                                                                " ".join(where["options"]))
+    answer = api.command(command.strip()).strip()
+    if answer != "New server registered.":
+        raise GatewayError("HAProxy refused `%s`: %s. Fix: HAProxy 2.4 or later adds servers through its runtime "
+                           "API; else deploy the gateway again (ansible-playbook site.yml --tags gateway), whose "
+                           "config names the server" % (command.split("; ", 1)[1].strip(), answer or "no answer"))
+    if "check" in where["options"]:
+        api.command("enable health %s" % name)
+
+
 def apply(params, check_mode):
-    """The module's result: the server set to the state asked for, and the waits asked for done."""
+    """The module's result: the server added where asked and missing, set to the state asked for, and the waits
+    asked for done."""
     api = RuntimeApi(params["socket"], Deadline(params["timeout"]))
     api.check_socket()
+    added = False
     try:
         previous = describe(api, params["backend"], params["server"])
     except UnknownName as error:
-        if params["skip_unknown"]:
-            return {"changed": False, "found": False, "msg": "skipped: %s" % error.unknown}
-        raise
-    changed = previous["admin"] != params["state"]
-    result = {"changed": changed, "found": True, "previous": previous, "current": previous, "waited_s": 0.0}
+        if not (params["add_at"] and error.server_only):
+            if params["skip_unknown"]:
+                return {"changed": False, "found": False, "added": False, "msg": "skipped: %s" % error.unknown}
+            raise
+        if check_mode:
+            return {"changed": True, "found": False, "added": True, "msg": "would add: %s" % error.unknown}
+        add_server(api, params)
+        added, previous = True, describe(api, params["backend"], params["server"])
+    changed = added or previous["admin"] != params["state"]
+    result = {"changed": changed, "found": True, "added": added, "previous": previous, "current": previous,
+              "waited_s": 0.0}
     if check_mode:
         return result
-    if changed:
+    if previous["admin"] != params["state"]:
         command = "set server %s/%s state %s" % (params["backend"], params["server"], params["state"])
         answer = api.command(command).strip()
         if answer:
@@ -360,6 +423,15 @@ def check_options(params):
             raise OptionError("%s %r: expected an HAProxy name (ASCII letters, digits, '-', '_', '.' and ':'). Fix: "
                               "give the name HAProxy's config uses" % (option, params[option]))
     number_at_least(params, "timeout", 1, "give the seconds the whole call may take")
+    where = params["add_at"]
+    if where:
+        words = [where["address"]] + where["options"]
+        odd = [word for word in words if not isinstance(word, str) or not COMMAND_WORD.fullmatch(word)]
+        if odd or not 0 < where["port"] < 65536:
+            raise OptionError("add_at %r: expected an address, a port from 1 to 65535 and server options, each a "
+                              "word of letters, digits and '_.:/[]-' (%s is not). Fix: give the instance's address, "
+                              "port and the backend's check options" % (
+                                  where, ", ".join(repr(word) for word in odd) or "the port"))
     if params["wait_idle"] and params["state"] == "ready":
         raise OptionError("wait_idle: waits for a server with no new requests, but state is ready. Fix: use it with "
                           "state drain or maint")
@@ -379,6 +451,11 @@ def main():
             wait_up=dict(type="bool", default=False),
             timeout=dict(type="int", default=600),
             skip_unknown=dict(type="bool", default=False),
+            add_at=dict(type="dict", options=dict(
+                address=dict(type="str", required=True),
+                port=dict(type="int", required=True),
+                options=dict(type="list", elements="str", default=[]),
+            )),
         ),
         supports_check_mode=True,
     )

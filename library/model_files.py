@@ -23,6 +23,11 @@ description:
     message lists every missing or empty file.
   - An index that is not a JSON object of shard files, or that names a shard outside the folder (an absolute
     path, a C(..) path), makes the folder incomplete, so no file elsewhere on the host counts as the model's.
+  - Returns the model's footprint as the fact C(ascend_model) (null when the folder is incomplete or its files
+    do not say it), which the serving plan's fit estimate reads - the weights' bytes (the index's
+    C(metadata.total_size), which C(save_pretrained) writes as the sum of every tensor's bytes; without it, the
+    sum of the tensors the shards' headers name) and the attention's shape from C(config.json) (the text model's,
+    C(text_config), for a vision-language model).
 version_added: "1.0.0"
 author:
   - ascend-vllm-fleet contributors (!UNKNOWN)
@@ -102,6 +107,31 @@ total_bytes:
   returned: always
   type: int
   sample: 17534340096
+ansible_facts:
+  description: Facts of the model.
+  returned: always
+  type: dict
+  contains:
+    ascend_model:
+      description: The model's footprint, or null when the folder is incomplete or its files do not say it.
+      type: dict
+      contains:
+        weights_bytes:
+          description: Bytes of every tensor of the weights.
+          type: int
+          sample: 17534340096
+        layers:
+          description: Decoder layers (C(num_hidden_layers)).
+          type: int
+          sample: 36
+        kv_heads:
+          description: Key-value heads of each layer (C(num_key_value_heads)).
+          type: int
+          sample: 8
+        head_dim:
+          description: Size of one attention head (C(head_dim), else C(hidden_size) / C(num_attention_heads)).
+          type: int
+          sample: 128
 msg:
   description: Every missing or empty file and why the folder is incomplete, with the fix.
   returned: when the folder is incomplete and C(fail_on_incomplete) is set (in check mode, starting with
@@ -178,21 +208,65 @@ def shards_of(path, problems):
     return sorted(shards)
 
 
-def truncation(full, size):
-    """Why a .safetensors file of size bytes is shorter than its header says, or no safetensors file; None if
-    it is whole."""
+def tensor_offsets(full, size):
+    """(header length, [(start, end) of each tensor's bytes]) of a .safetensors file of size bytes, or None when it
+    has no safetensors header."""
     with open(full, "rb") as handle:
         start = handle.read(8)
         length = int.from_bytes(start, "little") if len(start) == 8 else None
         if length is None or length > min(size - 8, SAFETENSORS_HEADER_MAX):
-            return "%d bytes, no safetensors header" % size
+            return None
         try:
             header = json.loads(handle.read(length).decode("utf-8"))
-            ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
+            offsets = [tuple(entry["data_offsets"][:2]) for name, entry in header.items() if name != "__metadata__"]
         except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-            return "%d bytes, no safetensors header" % size
-    expected = 8 + length + max([end for end in ends if isinstance(end, int)] or [0])
+            return None
+    return length, [(begin, end) for begin, end in offsets if isinstance(begin, int) and isinstance(end, int)]
+
+
+def truncation(full, size):
+    """Why a .safetensors file of size bytes is shorter than its header says, or no safetensors file; None if
+    it is whole."""
+    read = tensor_offsets(full, size)
+    if read is None:
+        return "%d bytes, no safetensors header" % size
+    length, offsets = read
+    expected = 8 + length + max([end for _begin, end in offsets] or [0])
     return "%d of %d bytes" % (size, expected) if size < expected else None
+
+
+def read_json(full):
+    """The JSON object in a file, or None when there is none."""
+    try:
+        with open(full, encoding="utf-8") as handle:
+            content = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return None
+    return content if isinstance(content, dict) else None
+
+
+def whole_number(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def footprint(path, shards):
+    """What the model needs of a chip, as the serving plan's fit estimate reads it (RETURN ascend_model), or None
+    when its files do not say."""
+    index, config = read_json(os.path.join(path, INDEX)) or {}, read_json(os.path.join(path, "config.json")) or {}
+    metadata = index.get("metadata") if isinstance(index.get("metadata"), dict) else {}
+    weights = whole_number(metadata.get("total_size"))
+    if weights is None:
+        weights = 0
+        for shard in shards:
+            full = os.path.join(path, shard)
+            read = tensor_offsets(full, os.path.getsize(full))
+            weights += sum(end - begin for begin, end in (read or (0, []))[1])
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    heads, hidden = whole_number(text.get("num_attention_heads")), whole_number(text.get("hidden_size"))
+    model = {"weights_bytes": whole_number(weights), "layers": whole_number(text.get("num_hidden_layers")),
+             "kv_heads": whole_number(text.get("num_key_value_heads", heads)),
+             "head_dim": whole_number(text.get("head_dim")) or (hidden // heads if hidden and heads else None)}
+    return model if all(model.values()) else None
 
 
 def check_options(params):
@@ -232,7 +306,8 @@ def check_folder(module):
                 truncated.append("%s (%s)" % (name, why))
     complete = os.path.isdir(path) and not (missing or empty or truncated or problems)
     result = dict(changed=False, complete=complete, missing=missing, empty=empty, truncated=truncated,
-                  shards=shards, total_bytes=total)
+                  shards=shards, total_bytes=total,
+                  ansible_facts=dict(ascend_model=footprint(path, shards) if complete else None))
     if complete:
         return result, None
     if os.path.isfile(path):

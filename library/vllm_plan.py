@@ -22,7 +22,8 @@ description:
   - Creates O(config_dir) (0750), O(cache_dir) (0700) and the host's secret O(salt_file) (0600), which salts the
     API key in the instances' config-hash labels.
   - Removes the containers (and C(<name>-previous)) and files of this host's instances that the plan no longer
-    has (its containers are those labelled C(<label_prefix>.host=<plan's host>)).
+    has (its containers are those labelled C(<label_prefix>.host=<plan's host>)), unless O(keep_stale) - they are
+    then returned in RV(stale), for the caller to take off the gateways first and remove with a second call.
   - With O(state=absent), takes away everything the deploy made - every instance the recorded plan names or a
     label finds, with its files, the plan, the salt, and O(config_dir) when nothing else is in it. The recorded
     plan is read and checked first (as vllm_plan_info does), so a plan that is not this host's stops it before
@@ -63,6 +64,12 @@ options:
     description: Host paths every container mounts, each with the variable that sets it.
     type: dict
     default: {}
+  keep_stale:
+    description:
+      - Leave the instances the plan no longer has running (a layout change still serves through them until
+        they are drained); RV(stale) names them.
+    type: bool
+    default: false
   label_prefix:
     description: The namespace of the collection's container labels.
     type: str
@@ -116,7 +123,10 @@ plan:
       description: The inventory name of the host it is the plan of.
       type: str
     layout:
-      description: C(single) (one instance with every chip) or C(per_card) (one per card).
+      description: C(single) (one instance with every chip), C(per_card) (one per card) or C(per_chip) (one per chip).
+      type: str
+    layout_reason:
+      description: Why this layout - asked for, or what C(auto) found of the model's fit on one chip.
       type: str
     image:
       description: The image every instance runs.
@@ -162,6 +172,15 @@ plan:
           description: The CPUs it is confined to, or null.
           type: list
           elements: int
+        tensor_parallel_size:
+          description: Its C(--tensor-parallel-size).
+          type: int
+        fit:
+          description:
+            - The fit estimate of its chips (module_utils/model_fit.py) - each term in GiB, the chip's budget,
+              whether it fits, the longest C(max_model_len) and the utilization that would; null where the model's
+              footprint or a chip's memory is not known.
+          type: dict
         script:
           description: Its C(docker run) script.
           type: str
@@ -176,6 +195,12 @@ removed:
   type: list
   elements: str
   sample: [vllm-ascend-npu4]
+stale:
+  description: This host's instances the plan no longer has, removed or (with O(keep_stale)) left running.
+  returned: with O(state=present)
+  type: list
+  elements: str
+  sample: [vllm-ascend]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -204,6 +229,7 @@ def main():
             cache_dir=dict(type="path"),
             salt_file=dict(type="path", required=True, no_log=False),
             required_paths=dict(type="dict", default={}),
+            keep_stale=dict(type="bool", default=False),
             label_prefix=dict(type="str", default="ascend-vllm-fleet"),
             docker=dict(type="str", default="docker"),
         ),
@@ -222,8 +248,9 @@ def main():
             module.fail_json(msg=" ==== ".join(refused))
         plan = complete(params["plan"], params["config_dir"])
         before = read_text(params["path"])
-        changed, removed = record(plan, params["path"], params["config_dir"], params["cache_dir"],
-                                  params["salt_file"], params["docker"], params["label_prefix"], module.check_mode)
+        changed, stale, removing = record(plan, params["path"], params["config_dir"], params["cache_dir"],
+                                          params["salt_file"], params["docker"], params["label_prefix"],
+                                          module.check_mode, keep_stale=params["keep_stale"])
     except PlanError as error:
         module.fail_json(msg="%s; nothing was removed" % error)
     except (DockerError, DockerUnavailable) as error:
@@ -231,7 +258,7 @@ def main():
     except Exception as error:  # anything unforeseen still says what was being done, not a traceback
         module.fail_json(msg=unexpected_failure("%s the serving plan in %s" % (
             "removing what was deployed by" if params["state"] == "absent" else "recording", params["path"]), error))
-    result = dict(changed=changed, plan=plan, removed=removed)
+    result = dict(changed=changed, plan=plan, removed=stale if removing else [], stale=stale)
     if module._diff:
         result["diff"] = dict(before=before, after=plan_text(plan),
                               before_header=params["path"], after_header=params["path"])

@@ -115,6 +115,18 @@ RULES = (
          "the NPU ran out of memory",
          "lower vllm_server_gpu_memory_utilization or vllm_server_max_model_len, or serve on more chips "
          "(vllm_server_layout), and deploy again", ("engine_dead", "engine_unhealthy", "restarts", "not_serving")),
+    # vLLM's own refusals at load when the KV cache has no room (vllm/v1/core/kv_cache_utils.py, 0.18) and
+    # vLLM-Ascend's when the share asked for is not free (vllm_ascend/worker/worker.py): what the fit estimate
+    # checks before a deploy, met by an instance started by hand or with vllm_server_fit_check false.
+    Rule("kv_cache_does_not_fit", "instance",
+         log(r"No available memory for the cache blocks|To serve at least one request with the models's max seq len"
+             r"|Free memory on device .* on startup is less than desired GPU memory utilization"),
+         "the model does not fit its chips: no room for the KV cache of one max_model_len request, or the share of "
+         "the chip asked for is not free",
+         "lower vllm_server_max_model_len, serve on more chips (vllm_server_layout per_card, tensor parallelism 2) "
+         "or set vllm_server_gpu_memory_utilization to what is free; keep vllm_server_fit_check on, which refuses "
+         "such a setting before any container changes",
+         ("engine_dead", "engine_unhealthy", "restarts", "not_serving")),
     Rule("soc_mismatch", "instance", log(r"socversion \S+ of bin package does not match"),
          "the image is built for another Ascend chip than the 310P3",
          "use the release's -310p tag: leave fleet_image_tag to fleet_image_version and fleet_image_variant",

@@ -144,9 +144,11 @@ def remove_instance(name, config_dir, docker, label_prefix, runner):
                     runner=runner).remove()
 
 
-def record(plan, path, config_dir, cache_dir, salt_file, docker, label_prefix, check_mode, runner=run_docker):
-    """Makes the host hold the plan: its folders, its salt, no instance it no longer has, the plan file.
-    Returns (changed, the names of the instances removed)."""
+def record(plan, path, config_dir, cache_dir, salt_file, docker, label_prefix, check_mode, keep_stale=False,
+           runner=run_docker):
+    """Makes the host hold the plan: its folders, its salt, the plan file, and no instance it no longer has unless
+    keep_stale (they are then for the caller to drain and remove). Returns (changed, the names of the instances
+    the plan no longer has, whether they were removed)."""
     changed = False
     for folder, mode in ((config_dir, 0o750), (cache_dir, 0o700)):
         if not os.path.isdir(folder):
@@ -159,15 +161,15 @@ def record(plan, path, config_dir, cache_dir, salt_file, docker, label_prefix, c
         if not check_mode:
             write_atomically(salt_file, "".join(secrets.choice(SALT_CHARACTERS) for position in range(32)), 0o600)
     stale = stale_instances(plan, docker, label_prefix, runner)
-    for name in stale:
-        if not check_mode:
-            remove_instance(name, config_dir, docker, label_prefix, runner)
+    removing = stale and not keep_stale
+    for name in stale if removing and not check_mode else []:
+        remove_instance(name, config_dir, docker, label_prefix, runner)
     text = plan_text(plan)
     if read_text(path, None) != text:
         changed = True
         if not check_mode:
             write_atomically(path, text, 0o644)
-    return changed or bool(stale), stale
+    return changed or bool(removing), stale, bool(removing)
 
 
 def remove_all(path, host, config_dir, salt_file, docker, label_prefix, check_mode, runner=run_docker):

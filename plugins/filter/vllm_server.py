@@ -9,6 +9,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.ascend.fleet.plugins.module_utils import model_fit
 from ansible_collections.ascend.fleet.plugins.module_utils.container_labels import (
     HOST_LABEL,
     INSTANCE_LABEL,
@@ -26,8 +27,9 @@ CONTAINER_PATHS = {
     "install_info": "/etc/ascend_install.info",
     "cache": "/root/.cache",
 }
-# Docker's own rule for container names; per_card appends -npu<ID> to it. The names are matched whole (fullmatch):
-# re.match's `$` lets a value end in a line break, which would be a new line of the rendered script.
+# Docker's own rule for container names; per_card appends -npu<ID> to it, per_chip -npu<ID>-chip<ID>. The names
+# are matched whole (fullmatch): re.match's `$` lets a value end in a line break, which would be a new line of the
+# rendered script.
 CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,100}")
 # A registry reference: [host[:port]/]path[:tag][@sha256:digest], path components in lower case (the grammar
 # of Docker's distribution/reference, without its rarely used forms).
@@ -75,15 +77,16 @@ def _usable_chips(ascend):
 
 
 def _instance_cpus(groups, layout, cpu_binding, online_cpus):
-    """The CPUs each per_card instance is confined to (None: not confined), by name.
+    """The CPUs each instance of a per_card or per_chip plan is confined to (None: not confined), by name.
 
     vLLM-Ascend binds each worker to CPUs of its chip's NUMA affinity (`npu-smi info -t topo`), as seen from
-    inside its container: per_card containers whose cards share a NUMA node would pin to the same cores. With
+    inside its container: containers whose chips share a NUMA node would pin to the same cores. With
     cpu_binding cpuset, instances that share an affinity get equal, disjoint slices of it; vLLM-Ascend then binds
     within its slice (it intersects the affinity with the CPUs the container may use). Offline CPUs, which
-    Docker refuses in a cpuset, are left out when the facts know the online ones.
+    Docker refuses in a cpuset, are left out when the facts know the online ones; an instance a pool has no CPU
+    left for is not confined.
     """
-    if layout != "per_card" or cpu_binding != "cpuset":
+    if layout == "single" or cpu_binding != "cpuset":
         return {name: None for name, _chips in groups}
     affinity = {}
     for name, chips in groups:
@@ -99,7 +102,7 @@ def _instance_cpus(groups, layout, cpu_binding, online_cpus):
     cpus = {name: None for name, _chips in groups}
     for pool, names in sharing.items():
         for index, name in enumerate(names):
-            cpus[name] = list(pool[index * len(pool) // len(names):(index + 1) * len(pool) // len(names)])
+            cpus[name] = list(pool[index * len(pool) // len(names):(index + 1) * len(pool) // len(names)]) or None
     return cpus
 
 
@@ -114,11 +117,73 @@ def cpu_list(cpus):
     return ",".join(str(low) if low == high else "%d-%d" % (low, high) for low, high in ranges)
 
 
-def vllm_server_plan(ascend, settings):
-    """The serving plan of one host, as recorded in its plan file: what each instance maps and serves.
+LAYOUTS = ("single", "per_card", "per_chip", "auto")
 
-    settings: host, layout, container_name, port, tensor_parallel_size, image, served_name, cpu_binding, and the
-    containers' env with the names the image's release must not get (env_unsupported, from the release table).
+
+def _fit_fixes(estimate):
+    """What would make an instance fit, as the refusal's Fix: the settings that can, with the values that would."""
+    fixes = ["serve on more chips per instance (vllm_server_tensor_parallel_size, or vllm_server_layout per_card or "
+             "single)"]
+    if estimate["longest_max_model_len"]:
+        fixes.append("lower vllm_server_max_model_len (%d fits)" % estimate["longest_max_model_len"])
+    free = estimate["utilization_free"] or 1
+    if estimate["gpu_memory_utilization"] > free:
+        fixes.append("lower vllm_server_gpu_memory_utilization to at most %s, what is free at start (%s would fit)"
+                     % (free, estimate["utilization_needed"]))
+    elif estimate["utilization_needed"] <= free:
+        fixes.append("raise vllm_server_gpu_memory_utilization (%s would fit; at most %s is free at start)"
+                     % (estimate["utilization_needed"], free))
+    fixes.append("if the estimate is wrong for this model, lower vllm_server_fit_reserve_gib or set "
+                 "vllm_server_fit_check false")
+    return "Fix: " + "; or ".join(fixes)
+
+
+def _groups(layout, base_name, chips):
+    """(instance name, its chips) of a layout: every chip in one, one per card, or one per chip."""
+    if layout == "single":
+        return [(base_name, chips)]
+    if layout == "per_chip":
+        return [("%s-npu%s-chip%s" % (base_name, chip["npu_id"], chip["chip_id"]), [chip]) for chip in chips]
+    npu_ids = []
+    for chip in chips:
+        if chip["npu_id"] not in npu_ids:
+            npu_ids.append(chip["npu_id"])
+    return [("%s-npu%s" % (base_name, npu_id), [c for c in chips if c["npu_id"] == npu_id]) for npu_id in npu_ids]
+
+
+def _estimates(groups, tensor_parallel_size, settings, processes):
+    """The fit estimate of each instance of groups (None where the chips' memory or the model is unknown)."""
+    fit_settings = dict(max_model_len=settings["max_model_len"], reserve_gib=settings["fit_reserve_gib"],
+                        gpu_memory_utilization=settings["gpu_memory_utilization"],
+                        tensor_parallel_size=tensor_parallel_size)
+    return [model_fit.fit(settings["model"], chips, fit_settings, processes) for _name, chips in groups]
+
+
+def _choose_layout(chips, settings, processes):
+    """auto: (layout, why). One instance per chip where the model fits a chip with the stated margin to spare,
+    one per card otherwise, or when the estimate cannot be made."""
+    estimates = _estimates(_groups("per_chip", settings["container_name"], chips), 1, settings, processes)
+    if None in estimates:
+        return "per_card", ("auto: per_card, as the fit on one chip cannot be estimated (%s)" % (
+            "the model's footprint is not known: its folder is not complete on the host yet"
+            if not settings["model"] else "npu-smi reports no memory for a chip"))
+    margin = float(settings["fit_margin"])
+    tightest = max(estimates, key=lambda estimate: estimate["need_gib"] / estimate["budget_gib"])
+    if all(model_fit.within_margin(estimate, margin) for estimate in estimates):
+        return "per_chip", "auto: per_chip, as the model fits one chip with %d%% to spare: %s" % (
+            margin * 100, model_fit.describe(tightest))
+    return "per_card", "auto: per_card, as the model does not fit one chip with %d%% to spare: %s" % (
+        margin * 100, model_fit.describe(tightest))
+
+
+def vllm_server_plan(ascend, settings):
+    """The serving plan of one host, as recorded in its plan file: what each instance maps and serves, how it was
+    laid out, and whether each instance fits its chips (module_utils/model_fit.py), refused here when one does not.
+
+    settings: host, layout, container_name, port, tensor_parallel_size, image, served_name, cpu_binding, the
+    containers' env with the names the image's release must not get (env_unsupported, from the release table), and
+    for the fit: model (model_files' footprint, or None), max_model_len, gpu_memory_utilization, fit_reserve_gib,
+    fit_margin, fit_check.
     """
     _check_names(settings)
     _check_env(settings)
@@ -130,28 +195,28 @@ def vllm_server_plan(ascend, settings):
     if not chips:
         raise AnsibleFilterError("no usable NPU chip on %s (cards left out as unhealthy: %s)" % (
             settings["host"], ascend["unhealthy_npu_ids"]))
-    base_name, layout = settings["container_name"], settings["layout"]
-    if layout == "single":
-        groups = [(base_name, chips)]
-    elif layout == "per_card":
-        npu_ids = []
-        for chip in chips:
-            if chip["npu_id"] not in npu_ids:
-                npu_ids.append(chip["npu_id"])
-        groups = [("%s-npu%s" % (base_name, npu_id), [c for c in chips if c["npu_id"] == npu_id])
-                  for npu_id in npu_ids]
-    else:
-        raise AnsibleFilterError("vllm_server_layout %r: expected single or per_card" % layout)
-    tensor_parallel_size = int(settings["tensor_parallel_size"])
+    asked = settings["layout"]
+    if asked not in LAYOUTS:
+        raise AnsibleFilterError("vllm_server_layout %r: expected one of %s" % (asked, ", ".join(LAYOUTS)))
+    processes = ascend.get("processes") or []
+    layout, why = _choose_layout(chips, settings, processes) if asked == "auto" else (asked, "asked for: %s" % asked)
+    groups = _groups(layout, settings["container_name"], chips)
+    # One chip holds a whole instance: tensor parallelism 1, whatever the setting says for the other layouts.
+    tensor_parallel_size = 1 if layout == "per_chip" else int(settings["tensor_parallel_size"])
+    estimates = _estimates(groups, tensor_parallel_size, settings, processes)
     cpus = _instance_cpus(groups, layout, settings["cpu_binding"], ascend.get("online_cpus"))
     instances = []
-    for index, (name, group) in enumerate(groups):
+    for index, ((name, group), estimate) in enumerate(zip(groups, estimates)):
         if tensor_parallel_size > len(group):
             raise AnsibleFilterError(
                 "vllm_server_tensor_parallel_size is %d but instance %s has %d chip(s) (%s). Fix: lower the "
                 "tensor parallel size, or use layout single to span cards" % (
                     tensor_parallel_size, name, len(group),
                     ", ".join("NPU %s chip %s" % (c["npu_id"], c["chip_id"]) for c in group)))
+        if estimate and not estimate["fits"] and settings["fit_check"]:
+            # Refused before any container changes: vLLM would fail at load, minutes later, in a restart loop.
+            raise AnsibleFilterError("instance %s on %s does not fit its chips (layout %s): %s. %s" % (
+                name, settings["host"], layout, model_fit.describe(estimate), _fit_fixes(estimate)))
         instances.append({
             "name": name,
             "port": int(settings["port"]) + index,
@@ -159,6 +224,8 @@ def vllm_server_plan(ascend, settings):
             "devices": [chip["device"] for chip in group],
             "logic_ids": [chip["logic_id"] for chip in group],
             "cpus": cpus[name],
+            "tensor_parallel_size": tensor_parallel_size,
+            "fit": estimate,
         })
     mapped = [device for instance in instances for device in instance["devices"]]
     twice = sorted(device for device in set(mapped) if mapped.count(device) > 1)
@@ -167,7 +234,7 @@ def vllm_server_plan(ascend, settings):
         raise AnsibleFilterError("the plan of %s maps a chip twice (%s): the facts give two chips one device node. "
                                  "Fix: run preflight and check `npu-smi info -t phyid-remap`" % (
                                      settings["host"], ", ".join(twice)))
-    return {"host": settings["host"], "layout": layout, "image": settings["image"],
+    return {"host": settings["host"], "layout": layout, "layout_reason": why, "image": settings["image"],
             "served_name": settings["served_name"], "excluded_npu_ids": sorted(ascend["unhealthy_npu_ids"]),
             "manager_devices": sorted(ascend["manager_devices"]), "instances": instances}
 
@@ -215,8 +282,8 @@ def vllm_server_docker_run(instance, plan, settings):
         lines.append(["--env-file", settings["env_file"]])
     # `--` ends docker's options: the image can never be read as one.
     lines.append(["--", plan["image"]])
-    return lines + vllm_serve_lines(plan, settings, cpu_binding_off=settings["cpu_binding"] == "disabled" or (
-        settings["cpu_binding"] == "cpuset" and plan["layout"] == "per_card" and not instance.get("cpus")))
+    return lines + vllm_serve_lines(plan, instance, settings, cpu_binding_off=settings["cpu_binding"] == "disabled" or (
+        settings["cpu_binding"] == "cpuset" and plan["layout"] != "single" and not instance.get("cpus")))
 
 
 def vllm_server_env(settings):
@@ -254,17 +321,17 @@ def vllm_server_required_paths(settings):
             if variable != "vllm_server_cache_dir"}
 
 
-def vllm_serve_lines(plan, settings, cpu_binding_off):
+def vllm_serve_lines(plan, instance, settings, cpu_binding_off):
     """`vllm serve` and its flags: the seed's, each from a variable, plus the operator's extras.
 
-    cpu_binding_off: turn vLLM-Ascend's own CPU binding off (asked for, or a per_card instance whose chips'
+    cpu_binding_off: turn vLLM-Ascend's own CPU binding off (asked for, or an instance of several whose chips'
     affinity is unknown, which would slice the same CPUs as every other instance).
     """
     lines = [["vllm", "serve", settings["model_container_dir"]],
              ["--served-model-name", plan["served_name"]],
              ["--gpu-memory-utilization", str(settings["gpu_memory_utilization"])],
              ["--max-model-len", str(settings["max_model_len"])],
-             ["--tensor-parallel-size", str(settings["tensor_parallel_size"])]]
+             ["--tensor-parallel-size", str(instance["tensor_parallel_size"])]]
     if settings["enforce_eager"]:
         lines.append(["--enforce-eager"])
     elif settings["compilation_config"]:

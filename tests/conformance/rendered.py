@@ -51,7 +51,8 @@ def serve_args(layout="single", cpu_binding_off=False, release=None, **overrides
     settings["model_container_dir"] = EXAMPLE_MODEL_DIR
     settings.update(overrides)
     plan = {"served_name": defaults["served_name"], "layout": layout}
-    lines = vllm_server.vllm_serve_lines(plan, settings, cpu_binding_off)
+    instance = {"tensor_parallel_size": settings.pop("tensor_parallel_size")}
+    lines = vllm_server.vllm_serve_lines(plan, instance, settings, cpu_binding_off)
     argv = [arg for line in lines for arg in line]
     assert argv[0] == "vllm", argv
     return argv[1:]
@@ -64,6 +65,7 @@ def every_rendering(release=None):
              "per_card": serve_args(layout="per_card", release=release),
              "per_card, chips' CPU affinity unknown": serve_args(layout="per_card", cpu_binding_off=True,
                                                                 release=release),
+             "per_chip (tensor parallelism 1)": serve_args(layout="per_chip", tensor_parallel_size=1, release=release),
              "no pixel cap": serve_args(max_pixels=0, release=release),
              "container port 8001": serve_args(container_port=8001, release=release),
              "graph mode (enforce_eager false)": serve_args(enforce_eager=False, release=release)}

@@ -386,3 +386,26 @@ def test_the_exporter_is_left_out_when_its_port_is_0(rendered):
     assert run.rc == 0, run.stdout
     config = (folder / "no-exporter.cfg").read_text()
     assert "prometheus" not in config and "server npu-a:vllm-ascend 127.0.0.1:" in config
+
+
+def test_an_instance_the_gateway_lacks_is_added_with_the_gateways_checks_and_put_in_rotation(gateway_on):
+    """A layout change starts instances the config does not name yet: they serve through the gateway before the
+    next gateway run writes them in."""
+    api, name = gateway_on["api"], "npu-a:vllm-ascend-npu1-chip0"
+    where = {"address": "127.0.0.1", "port": gateway_on["instance_port"],
+             "options": ["check", "inter", "1s", "fall", "3", "rise", "2"]}
+    would = server_state(gateway_on, server=name, state="ready", add_at=where, _ansible_check_mode=True)
+    assert (would["changed"], would["added"], would["found"]) == (True, True, False)
+    try:
+        added = server_state(gateway_on, server=name, state="ready", wait_up=True, timeout=20, add_at=where)
+        assert (added["changed"], added["added"]) == (True, True), added
+        assert added["current"]["status"] == "UP" and added["current"]["admin"] == "ready"
+        assert status_of(api, name) == "UP"
+        assert get(gateway_on["port"], "/health")[1].status == 200
+        again = server_state(gateway_on, server=name, state="ready", wait_up=True, timeout=20, add_at=where)
+        assert (again["changed"], again["added"]) == (False, False), "a second call changes nothing"
+        bad = server_state(gateway_on, server="npu-a:x", state="ready", add_at=dict(where, address="1.2.3.4\nshow"))
+        assert bad["failed"] and "add_at" in bad["msg"] and "'1.2.3.4\\nshow'" in bad["msg"]
+    finally:
+        api.command("set server %s/%s state maint" % (BACKEND, name))
+        api.command("del server %s/%s" % (BACKEND, name))

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import zlib
 
 try:
     from . import npu_smi
@@ -557,7 +558,8 @@ class Installer:
         self.runfile = os.path.basename(package)
         try:
             self.meta, self.emulator = read_package(package)
-        except (OSError, ValueError, KeyError, tarfile.TarError):
+        except (OSError, ValueError, KeyError, tarfile.TarError, EOFError, zlib.error):
+            # A damaged payload fails in gzip as well as in tar, depending on where its bytes changed.
             self.meta, self.emulator = None, None
         if self.meta:
             self.kind = self.meta["kind"]

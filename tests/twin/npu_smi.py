@@ -17,7 +17,8 @@ between the chips of a card and ``=`` after the card, as 25.0.rc1.1 prints; ``al
 ``process_table`` (print the process section, default true), ``failure`` (``"-8005"`` or ``"-8020"``:
 every query fails as dcmi does), ``processes`` (list of ``npu_id``, ``chip_id``, ``pid``, ``name``,
 ``memory_mb``), ``cards`` (list of ``npu_id``, ``product_type``, ``product_name``, ``serial``, ``bus_id``,
-``firmware``, ``numa_node``, ``chips``: list of ``logic_id``, ``phy_id``, ``name``, ``health``, ``temp``,
+``firmware``, ``numa_node``, ``memory_gb`` (the card's memory, which sets its chips' totals: 96 or 48 for a Duo,
+default 96; 24 for a Pro), ``chips``: list of ``logic_id``, ``phy_id``, ``name``, ``health``, ``temp``,
 ``memory_mb``, ``memory_used_mb``, ``hugepages``, ``aicore``, ``fault``), ``numa_nodes`` (list of ``cpus``, in
 ``lscpu`` list form), ``phyid_remap`` and ``topo`` (false: this npu-smi lacks that query, as older drivers do).
 
@@ -38,11 +39,21 @@ PROFILE_NAME = "npu-smi-twin.json"
 
 # What each product looks like on the board/list queries (IDs from the real 310P samples).
 PRODUCTS = {
-    "Atlas 300I Duo": {"product_name": "IT21PD2G10", "chips": 2, "subsystem": ("0x0200", "0x0110")},
-    "Atlas 300I Pro": {"product_name": "IT21PDDA01", "chips": 1, "subsystem": ("0x0200", "0x0100")},
+    "Atlas 300I Duo": {"product_name": "IT21PD2G10", "chips": 2, "subsystem": ("0x0200", "0x0110"), "memory_gb": 96},
+    "Atlas 300I Pro": {"product_name": "IT21PDDA01", "chips": 1, "subsystem": ("0x0200", "0x0100"), "memory_gb": 24},
 }
 DUO_CHIP_MEMORY_MB = (44278, 43693)  # chip 1 reserves a little more for the card's OS
 PRO_CHIP_MEMORY_MB = (21525,)
+# The 48 GB Duo (two 24 GB chips): no npu-smi sample of it is held. Each chip is taken to report what the 24 GB
+# Pro chip reports (21525 MB, info_310P3-pro_25.5.1_2cards_vnpu-lab.txt), chip 1 less the 585 MB more it reserves
+# on the 96 GB card (44278 - 43693).
+DUO_48G_CHIP_MEMORY_MB = (21525, 21525 - (44278 - 43693))
+# Each chip's total MB by product and the card's memory_gb.
+CHIP_MEMORY_MB = {
+    ("Atlas 300I Duo", 96): DUO_CHIP_MEMORY_MB,
+    ("Atlas 300I Duo", 48): DUO_48G_CHIP_MEMORY_MB,
+    ("Atlas 300I Pro", 24): PRO_CHIP_MEMORY_MB,
+}
 
 DCMI_FAILURES = {
     # Texts as real hosts print them (fixtures error_dcmi_-8005_*, error_dcmi_-8020_*).
@@ -107,7 +118,8 @@ def expand_profile(profile):
         card.setdefault("bom_id", "3")
         card.setdefault("subsystem", list(product["subsystem"]))
         card.setdefault("numa_node", int(card["bus_id"].split(":")[1], 16) * len(full["numa_nodes"]) // 256)
-        memory = DUO_CHIP_MEMORY_MB if product["chips"] == 2 else PRO_CHIP_MEMORY_MB
+        card.setdefault("memory_gb", product["memory_gb"])
+        memory = CHIP_MEMORY_MB[(card["product_type"], card["memory_gb"])]
         chips = card.get("chips") or [{} for _ in range(product["chips"])]
         expanded = []
         for chip_id, chip in enumerate(chips):

@@ -3,7 +3,8 @@
 The checks run in the order the real image meets them: argument parsing, the driver libraries that torch_npu
 loads at import, the devices, the model folder, then the engine arguments that vLLM-Ascend rejects on 310P.
 Each refusal prints vLLM-like error lines and exits 1. Then it opens its chips (``npu.open_chips``, refused
-when another process holds one) and binds its CPUs (``npu.bind_cpus``) before loading the model.
+when another process holds one), binds its CPUs (``npu.bind_cpus``) and learns their memory (``npu.chip_memory``)
+before loading the model, which is refused in the same way when it does not fit that memory (server.py).
 
 It also reports at start whether jemalloc is preloaded. The real image installs libjemalloc2 and preloads it
 only from ``~/.bashrc`` (vllm-ascend Dockerfile.310p, v0.18.0rc1), which a ``docker run IMAGE vllm serve``
@@ -253,4 +254,4 @@ def main(argv=None):
         return 1
     npu.bind_cpus(opened, args.port, args.additional_config)
     from . import server
-    return server.serve(args, model_path, config)
+    return server.serve(args, model_path, config, npu.chip_memory(opened))

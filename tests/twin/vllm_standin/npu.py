@@ -13,6 +13,9 @@ with ``flock`` for its life, so a dead container frees its chips at once. A chip
 of its node, which Docker keeps from the host (the twin's nodes: major 240, minor = the chip's physical id,
 the N of ``/dev/davinciN``).
 
+Memory. Each opened chip's used and total MB as the container's npu-smi reports them (``chip_memory``), for the
+load's checks (server.py); a chip npu-smi cannot tell (no ``-t phyid-remap``, as older drivers) skips them.
+
 CPU binding (``additional_config`` ``enable_cpu_binding``, default true; vllm_ascend/cpu_binding.py, mode
 ``topo_affinity`` on 310P): each chip's CPUs are its ``npu-smi info -t topo`` affinity within the CPUs the
 process may use (its cpuset, as ``--cpuset-cpus`` sets it). A pool confined to one NUMA node grows by the
@@ -164,6 +167,33 @@ def logical_id(physical):
         return physical
     found = re.search(r"Chip Logic ID\s*:\s*(\d+)", text)
     return int(found.group(1)) if found else physical
+
+
+# A chip's second row in ``npu-smi info``: chip id, logic id | bus id | AICore(%), used / total MB.
+MEMORY_ROW = re.compile(r"^\|\s*\d+\s+(\d+)\s*\|\s*[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[^|]*\|\s*\S+\s+(\d+)\s*/\s*(\d+)")
+
+
+def chip_memory(opened):
+    """[(logical id, used MB, total MB)] of each opened chip, as the container's npu-smi reports them; None, after a
+    warning, when a chip cannot be found there. Real vLLM asks the driver (torch.npu.mem_get_info); the twin's
+    process asks npu-smi, as a real one could: ``-t phyid-remap`` names the logic id of the N of /dev/davinciN, and
+    the table's row of that logic id has the chip's memory."""
+    try:
+        rows = {}
+        for line in npu_smi().splitlines():
+            found = MEMORY_ROW.match(line)
+            if found:
+                rows[int(found.group(1))] = (int(found.group(2)), int(found.group(3)))
+        chips = []
+        for node, logical, physical in opened:
+            remap = re.search(r"Chip Logic ID\s*:\s*(\d+)", npu_smi("-t", "phyid-remap", "-p", str(physical)))
+            if not remap or int(remap.group(1)) not in rows:
+                raise RuntimeError("no row of npu-smi info is %s's" % os.path.basename(node))
+            chips.append((logical,) + rows[int(remap.group(1))])
+    except (OSError, RuntimeError) as error:
+        print("WARNING NPU memory unknown (%s): the memory checks at load are skipped." % error, flush=True)
+        return None
+    return chips
 
 
 def plan_cpus(chips, affinity, allowed):

@@ -74,6 +74,7 @@ import urllib.request
 import uuid
 
 from . import release, release_name
+from .cli import Refusal
 from .engine import LatencyModel, Scheduler, Sequence
 from .images import ImageError, image_size, image_tokens, resized_pixels
 from .vision import DEGENERATE_UNITS, known_answer, mode_of
@@ -858,18 +859,162 @@ class EngineReadyTimeout(Exception):
     """The model's load outlasted vLLM's wait for its engine core."""
 
 
+# The load's memory arithmetic, as vLLM 0.18 with vLLM-Ascend's 310P worker does it on each chip (rank): the device
+# starts with requested = gpu_memory_utilization x the chip's total; the rank's share of the weights is allocated
+# (an allocation past the chip's free memory fails); the profile run measures what else the rank needs (activations,
+# the runtime, 310P attention's max_model_len x max_model_len float16 mask); the KV cache gets half of what is left of
+# requested (vllm_ascend/_310p/worker_310p.py determine_available_memory, v0.18.0rc1 and v0.18.0: "Divide the
+# available memory by 2"); the engine then wants room for one request of max_model_len. Pipeline parallelism is not
+# modelled: every chip is a tensor-parallel rank.
+MIB = 1 << 20
+GIB = 1 << 30
+FLOAT16_BYTES = 2
+# What the profile run measures per rank besides the weights and the mask: the twin's model, not a measurement.
+ACTIVATIONS_BYTES = 3 * GIB // 2  # a full batch's activations, the vision encoder's included
+RUNTIME_BYTES = GIB // 2  # the CANN runtime's and HCCL's own memory
+
+
+def weights_bytes(model_path):
+    """The weights' bytes: the index's metadata.total_size (what the shards hold), else the .safetensors files'."""
+    index = os.path.join(model_path, "model.safetensors.index.json")
+    if os.path.isfile(index):
+        with open(index) as handle:
+            total = json.load(handle).get("metadata", {}).get("total_size")
+        if total:
+            return int(total)
+    return sum(os.path.getsize(os.path.join(model_path, name)) for name in os.listdir(model_path)
+               if name.endswith(".safetensors"))
+
+
+def rank_model(args, model_path, config):
+    """What one rank holds of the model: its share of the weights, the layers, and the KV cache of one token (K and V
+    of every layer in float16, the KV heads split over the ranks, at least one each as vLLM's get_num_kv_heads);
+    None, after a warning, when config.json lacks the text model's shape."""
+    text = config.get("text_config") or config
+    try:
+        heads, layers = text["num_attention_heads"], text["num_hidden_layers"]
+        head_dim = text.get("head_dim") or text["hidden_size"] // heads
+        kv_heads = max(1, text.get("num_key_value_heads", heads) // args.tensor_parallel_size)
+    except (KeyError, TypeError, ZeroDivisionError):
+        print("WARNING config.json does not give the text model's layers, heads and hidden size: the memory checks "
+              "at load are skipped.", flush=True)
+        return None
+    return {"weights": weights_bytes(model_path) // args.tensor_parallel_size, "layers": layers,
+            "kv_per_token": 2 * layers * kv_heads * head_dim * FLOAT16_BYTES}
+
+
+def format_size(size):
+    """torch_npu's format_size (NPUCachingAllocator.cpp): bytes, KiB, MiB or GiB with two decimals."""
+    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024)):
+        if size > scale:
+            return "%.2f %s" % (size / float(scale), unit)
+    return "%d bytes" % size
+
+
+def format_gib(size):
+    """vLLM's format_gib (vllm/utils/mem_utils.py): str(round(GiB, 2)), so 9 GiB reads 9.0."""
+    return str(round(size / GIB, 2))
+
+
+def worker_line(args, rank, text):
+    """A worker's INFO line: vLLM's multiprocess executor (tensor parallelism) names the worker first
+    (vllm/v1/executor/multiproc_executor.py)."""
+    prefix = "(Worker_TP%d pid=%d) " % (rank, os.getpid()) if args.tensor_parallel_size > 1 else ""
+    print("%sINFO %s" % (prefix, text), flush=True)
+
+
+def start_devices(args, chips):
+    """Each rank's device start: vLLM-Ascend refuses a chip with less free memory than it requests.
+    chips: [(logical id, used MB, total MB)] of the ranks as npu-smi reports them (its MB are MiB)."""
+    for _, used_mb, total_mb in chips:
+        total, free = total_mb * MIB, (total_mb - used_mb) * MIB
+        requested = total * args.gpu_memory_utilization
+        if free < requested:
+            # vllm_ascend/worker/worker.py _init_device (v0.18.0rc1); its GiB() is round(bytes / GiB, 2).
+            raise Refusal("ValueError: Free memory on device (%s/%s GiB) on startup is less than desired GPU memory "
+                          "utilization (%s, %s GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+                          "other processes." % (round(free / GIB, 2), round(total / GIB, 2),
+                                                args.gpu_memory_utilization, round(requested / GIB, 2)))
+
+
+def load_weights(args, model, chips):
+    """Each rank allocates its share of the weights; one past the chip's free memory fails."""
+    for logical, used_mb, total_mb in chips:
+        free = (total_mb - used_mb) * MIB
+        if model["weights"] > free:
+            # The caching allocator of torch_npu 2.9.0.post1, which vllm-ascend's Dockerfile.310p installs
+            # (NPUCachingAllocator.cpp, Ascend/pytorch tag v7.3.1-pytorch2.9.0), raised at the load as in vllm-ascend
+            # issue #19. The twin allocates one decoder layer's share of the weights at a time: the first one past
+            # the free memory fails.
+            piece = model["weights"] // model["layers"]
+            held = free // piece * piece
+            raise Refusal("RuntimeError: NPU out of memory. Tried to allocate %s (NPU %d; %s total capacity; %s "
+                          "already allocated; %s current active; %s free; %s reserved in total by PyTorch) If "
+                          "reserved memory is >> allocated memory try setting max_split_size_mb to avoid "
+                          "fragmentation." % (format_size(piece), logical, format_size(total_mb * MIB),
+                                              format_size(held), format_size(held), format_size(free - held),
+                                              format_size(held)))
+    for rank in range(len(chips)):
+        # vllm_ascend/worker/model_runner_v1.py load_model (v0.18.0rc1), which the 310P runner keeps: "GB" are GiB.
+        worker_line(args, rank, "Loading model weights took %.4f GB" % (model["weights"] / float(GIB)))
+
+
+def size_kv_cache(args, model, chips):
+    """The profile run, then the KV cache each rank gets, checked and reported as vLLM's engine core does; return
+    the cache's blocks (the fewest any rank holds)."""
+    block_size = args.block_size or DEFAULT_BLOCK_SIZE
+    block_bytes = block_size * model["kv_per_token"]  # one block of every layer
+    length = args.max_model_len
+    # The causal mask 310P attention builds once and keeps (vllm_ascend/_310p/attention/attention_mask.py
+    # AttentionMaskBuilder310, v0.18.0rc1): max_model_len x max_model_len float16, 128 MiB at 8192, 8 GiB at 65536.
+    mask = length * length * FLOAT16_BYTES
+    available = []
+    for rank, (_, _, total_mb) in enumerate(chips):
+        requested = int(total_mb * MIB * args.gpu_memory_utilization)
+        available.append((requested - model["weights"] - ACTIVATIONS_BYTES - RUNTIME_BYTES - mask) // 2)
+        # vllm_ascend/_310p/worker_310p.py determine_available_memory (v0.18.0rc1).
+        worker_line(args, rank, "Available KV cache memory: %.2f GiB" % (available[-1] / float(GIB)))
+    needed = -(-length // block_size) * block_bytes
+    for memory in available:
+        # vllm/v1/core/kv_cache_utils.py _check_enough_kv_cache_memory (vLLM v0.18.0), for each worker in turn.
+        if memory <= 0:
+            raise Refusal("ValueError: No available memory for the cache blocks. Try increasing "
+                          "`gpu_memory_utilization` when initializing the engine. See "
+                          "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+        if needed > memory:
+            # The estimate is vLLM's binary search for the longest length whose blocks fit, in closed form.
+            longest = memory // block_bytes * block_size
+            estimate = ("Based on the available memory, the estimated maximum model length is %d. " % longest
+                        if longest > 0 else "")
+            raise Refusal("ValueError: To serve at least one request with the models's max seq len (%d), (%s GiB KV "
+                          "cache is needed, which is larger than the available KV cache memory (%s GiB). %sTry "
+                          "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
+                          "engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
+                          "details." % (length, format_gib(needed), format_gib(memory), estimate))
+    # get_num_blocks and _report_kv_cache_config (vLLM v0.18.0): every rank gets the fewest blocks any rank holds.
+    blocks = min(memory // block_bytes for memory in available)
+    print("INFO GPU KV cache size: {:,} tokens".format(blocks * block_size), flush=True)
+    print("INFO Maximum concurrency for {:,} tokens per request: {:.2f}x".format(
+        length, blocks / float(-(-length // block_size))), flush=True)
+    return blocks
+
+
 # vLLM 0.18's default wait for its engine core (vllm/envs.py VLLM_ENGINE_READY_TIMEOUT_S), in seconds.
 ENGINE_READY_TIMEOUT_S = 600
 
 
-def start_server(args, model_path, config):
+def start_server(args, model_path, config, chips=None):
     """Load the model, then answer on the port from a background thread; return the server. EngineReadyTimeout
-    when the load outlasts VLLM_ENGINE_READY_TIMEOUT_S, after that long."""
+    when the load outlasts VLLM_ENGINE_READY_TIMEOUT_S, after that long; Refusal when the model does not fit the
+    chips: [(logical id, used MB, total MB)] of the ranks (None: their memory is unknown, nothing is checked)."""
     # Hand the GIL over more often than every 5 ms, so the accept loop and the engine are not starved by
     # handler threads parsing large uploads.
     sys.setswitchinterval(0.0005)
     speed = float(os.environ.get("VLLM_TWIN_SPEED", "1"))
     load_s = float(os.environ.get("VLLM_TWIN_LOAD_S", "90"))
+    model = chips and rank_model(args, model_path, config)
+    if model:
+        start_devices(args, chips)
     print("INFO Loading weights from %s (tensor parallel %d, dtype %s, max_model_len %d)"
           % (model_path, args.tensor_parallel_size, args.dtype, args.max_model_len), flush=True)
     ready_timeout_s = float(os.environ.get("VLLM_ENGINE_READY_TIMEOUT_S", ENGINE_READY_TIMEOUT_S))
@@ -877,10 +1022,15 @@ def start_server(args, model_path, config):
         time.sleep(ready_timeout_s / speed)
         raise EngineReadyTimeout(ready_timeout_s)
     time.sleep(load_s / speed)
-    # An image built for another chip loads the weights, then fails at its first kernel (vllm-ascend #2725, #6676).
+    if model:
+        load_weights(args, model, chips)
+    # An image built for another chip loads the weights, then fails at its first kernel (vllm-ascend #2725, #6676):
+    # the profile run's.
     soc_version = os.environ.get("SOC_VERSION", "")
     if soc_version and not soc_version.lower().startswith("ascend310p"):
         raise WrongChip(soc_version)
+    if model:
+        size_kv_cache(args, model, chips)
     server = ThreadingServer((args.host, args.port), Handler)
     server.state = State(args, model_path, config)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
@@ -895,10 +1045,15 @@ def engine_killer(engine):
     return lambda *_: threading.Thread(target=engine.die, kwargs={"killed": True}, daemon=True).start()
 
 
-def serve(args, model_path, config):
+def serve(args, model_path, config, chips=None):
     """Serve until stopped (exit status 0), until the engine dies or when it never came up (1)."""
     try:
-        server = start_server(args, model_path, config)
+        server = start_server(args, model_path, config, chips)
+    except Refusal as refusal:
+        # The model does not fit its chips: the process exits and Docker restarts it, to fail the same way.
+        for line in refusal.lines + [str(refusal)]:
+            print("ERROR %s" % line, file=sys.stderr, flush=True)
+        return 1
     except EngineReadyTimeout as waited:
         # vLLM's own first sentence (vllm/v1/engine/core_client.py); the process exits and Docker restarts it.
         print("ERROR TimeoutError: Timed out waiting for engine core processes to start. Waited %g seconds "

@@ -209,3 +209,34 @@ def test_an_index_nested_too_deep_is_no_index(tmp_path):
     hosts.build_model(folder)
     (folder / INDEX).write_text("[" * 100000 + "]" * 100000)
     assert "is not valid JSON" in check(tmp_path, path=str(folder), fail_on_incomplete=True)["msg"]
+
+
+def test_a_complete_folder_gives_the_models_footprint_as_a_fact(tmp_path):
+    """The weights' bytes from the index's total and the attention's shape from the text model's config: what the
+    serving plan's fit estimate reads (Qwen3-VL-8B: 36 layers, 8 KV heads of 128)."""
+    hosts.build_model(tmp_path / "m")
+    assert check(tmp_path, path=str(tmp_path / "m"))["ansible_facts"]["ascend_model"] == {
+        "weights_bytes": 17534340096, "layers": 36, "kv_heads": 8, "head_dim": 128}
+
+
+def test_without_an_index_total_the_headers_tensors_are_summed_and_a_given_head_size_wins(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / INDEX).write_text('{"weight_map": {"a": "one.safetensors", "b": "two.safetensors"}}')
+    (folder / "one.safetensors").write_bytes(hosts.safetensors({"a": [1.0, 2.0, 3.0]}))
+    (folder / "two.safetensors").write_bytes(hosts.safetensors({"b": [3.0]}))
+    (folder / "config.json").write_text(json.dumps({"num_hidden_layers": 2, "num_attention_heads": 4,
+                                                    "hidden_size": 64, "head_dim": 32}))
+    assert check(tmp_path, path=str(folder))["ansible_facts"]["ascend_model"] == {
+        "weights_bytes": 8, "layers": 2, "kv_heads": 4, "head_dim": 32}  # 4 float16 values; no KV heads: every head
+
+
+@pytest.mark.parametrize("config", ["{}", "[1]", "{not json", json.dumps({"text_config": {"num_hidden_layers": 0}})])
+def test_a_config_that_does_not_say_the_shape_or_an_incomplete_folder_gives_no_footprint(tmp_path, config):
+    folder = tmp_path / "m"
+    hosts.build_model(folder)
+    (folder / "config.json").write_text(config)
+    assert check(tmp_path, path=str(folder))["ansible_facts"]["ascend_model"] is None
+    (folder / "config.json").unlink()
+    (folder / SHARD).unlink()
+    assert check(tmp_path, path=str(folder))["ansible_facts"]["ascend_model"] is None

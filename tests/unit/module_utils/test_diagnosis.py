@@ -85,6 +85,9 @@ CASES = {
                                       "Waited 600 seconds"), "Timed out"),
     "npu_out_of_memory": (with_log("ERROR RuntimeError: NPU out of memory. Tried to allocate 450.00 MiB (NPU 3; "
                                    "21.00 GiB total capacity)"), "NPU out of memory"),
+    "kv_cache_does_not_fit": (with_log(
+        "ERROR ValueError: To serve at least one request with the models's max seq len (65536), (9.0 GiB KV cache is "
+        "needed, which is larger than the available KV cache memory (2.84 GiB)."), "max seq len (65536)"),
     "soc_mismatch": (with_log("[ERROR] the socversion Ascend910B1 of bin package does not match the current device "
                               "socverison Ascend310P3"), "Ascend910B1"),
     "engine_dead": (with_log("ERROR Engine core proc EngineCore_DP0 died unexpectedly, shutting down client."),

@@ -50,9 +50,9 @@ def folders(tmp_path):
             "salt_file": str(tmp_path / "etc" / ".config-hash-salt"), "path": str(tmp_path / "etc" / "plan.json")}
 
 
-def record(recorded, folders, docker, check_mode=False):
+def record(recorded, folders, docker, check_mode=False, keep_stale=False):
     return serving_plan.record(recorded, folders["path"], folders["config_dir"], folders["cache_dir"],
-                               folders["salt_file"], "docker", PREFIX, check_mode, runner=docker)
+                               folders["salt_file"], "docker", PREFIX, check_mode, keep_stale, runner=docker)
 
 
 def test_the_plan_is_recorded_with_each_instances_files_and_the_host_made_ready(tmp_path, folders):
@@ -61,15 +61,15 @@ def test_the_plan_is_recorded_with_each_instances_files_and_the_host_made_ready(
     assert completed["instances"][0]["env_file"] == folders["config_dir"] + "/a.env"
     assert completed["instances"][0]["container"] == "a"
     docker = FakeDocker()
-    assert record(completed, folders, docker, check_mode=True) == (True, [])
+    assert record(completed, folders, docker, check_mode=True) == (True, [], False)
     assert not (tmp_path / "etc").exists(), "check mode writes nothing"
-    assert record(completed, folders, docker) == (True, [])
+    assert record(completed, folders, docker) == (True, [], False)
     assert json.loads((tmp_path / "etc" / "plan.json").read_text()) == completed
     assert stat.S_IMODE((tmp_path / "etc").stat().st_mode) == 0o750
     assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) == 0o700
     salt = (tmp_path / "etc" / ".config-hash-salt").read_text()
     assert len(salt) == 32 and stat.S_IMODE((tmp_path / "etc" / ".config-hash-salt").stat().st_mode) == 0o600
-    assert record(completed, folders, docker) == (False, []), "a second run changes nothing"
+    assert record(completed, folders, docker) == (False, [], False), "a second run changes nothing"
     assert (tmp_path / "etc" / ".config-hash-salt").read_text() == salt, "the salt is made once"
 
 
@@ -84,9 +84,13 @@ def test_instances_no_longer_planned_go_with_their_files_and_a_planned_ones_set_
     for stale in ("a-npu1.sh", "a-npu1.env", "a-npu1.sh.previous", "a-npu2.env.previous"):
         (tmp_path / "etc" / stale).write_text("x")
     completed = serving_plan.complete(plan(("a", ["/dev/davinci0"])), folders["config_dir"])
-    assert record(completed, folders, docker, check_mode=True) == (True, ["a-npu1", "a-npu2"])
+    assert record(completed, folders, docker, check_mode=True) == (True, ["a-npu1", "a-npu2"], True)
     assert len(docker.containers) == 6
-    assert record(completed, folders, docker) == (True, ["a-npu1", "a-npu2"])
+    # A layout change keeps them serving until they are drained: named, left running, the plan recorded.
+    assert record(completed, folders, docker, keep_stale=True) == (True, ["a-npu1", "a-npu2"], False)
+    assert len(docker.containers) == 6 and (tmp_path / "etc" / "a-npu1.sh").exists()
+    assert record(completed, folders, docker, keep_stale=True) == (False, ["a-npu1", "a-npu2"], False)
+    assert record(completed, folders, docker) == (True, ["a-npu1", "a-npu2"], True)
     assert sorted(docker.containers) == ["a", "a-previous", "other-host", "theirs"]
     assert sorted(path.name for path in (tmp_path / "etc").iterdir()) == [".config-hash-salt", "plan.json"]
 

@@ -218,3 +218,15 @@ def test_host_root_names_nodes_by_physical_id(tmp_path):
 def test_missing_devices_name_chips_by_logic_id(tmp_path):
     hosts.build_root(tmp_path, dict(hosts.load_profiles()["remapped_duo2"], missing_devices=[0]))
     assert sorted(p.name for p in (tmp_path / "dev").glob("davinci[0-9]*")) == ["davinci0", "davinci1", "davinci5"]
+
+
+@pytest.mark.parametrize("name,totals", [
+    # Two 24 GB chips per 48 GB card: the 300I Pro chip's 21525 MB, chip 1 585 MB less as on the 96 GB card.
+    ("duo2_48g", [21525, 20940, 21525, 20940]),
+    ("duo2", [44278, 43693, 44278, 43693]),
+])
+def test_info_shows_each_chips_total_by_the_cards_memory(name, totals):
+    text, code = npu_smi.run(hosts.load_profiles()[name], ["info"])
+    chips = npu_smi_parse.parse_table(text)["chips"]
+    assert code == 0 and [(chip["npu_id"], chip["chip_id"], chip["memory_total_mb"]) for chip in chips] == [
+        (npu_id, chip_id, total) for (npu_id, chip_id), total in zip([(6, 0), (6, 1), (224, 0), (224, 1)], totals)]

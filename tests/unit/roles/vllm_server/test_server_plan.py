@@ -11,7 +11,7 @@ RUN_SETTINGS = {"docker_bin": "docker", "label_prefix": "site", "restart_policy"
                 "driver_home": "/usr/local/Ascend/driver", "install_info": "/etc/ascend_install.info",
                 "cache_dir": "/root/.cache", "model_dir": "/m", "model_container_dir": "/m",
                 "bind_address": "0.0.0.0", "container_port": 8000, "env": {}, "env_file": "",
-                "gpu_memory_utilization": 0.75, "max_model_len": 8192, "tensor_parallel_size": 2,
+                "gpu_memory_utilization": 0.75, "max_model_len": 8192,
                 "enforce_eager": True, "compilation_config": {}, "additional_config": {}, "dtype": "float16",
                 "max_pixels": 0, "extra_args": [], "jemalloc_path": "",
                 "cpu_binding": "cpuset", "hub_offline": True, "usage_stats": False, "ready_timeout": 1200,
@@ -28,14 +28,17 @@ def environment(lines):
 def test_single_maps_every_chip_on_the_base_port_and_records_what_it_serves():
     # As vllm_plan records it on the host: the format, and each instance's container and files.
     recorded = serving_plan.complete(plan(host()), "/etc/vllm-ascend")
+    fit = recorded["instances"][0].pop("fit")
     assert recorded == {
-        "format": 1, "host": "npu-node-01", "layout": "single",
+        "format": 1, "host": "npu-node-01", "layout": "single", "layout_reason": "asked for: single",
         "image": "quay.io/ascend/vllm-ascend:v0.18.0rc1-310p", "served_name": "Qwen3-VL-8B-Instruct",
         "excluded_npu_ids": [], "manager_devices": MANAGERS,
         "instances": [{"name": "vllm-ascend", "port": 8000, "npu_ids": [1, 2, 4, 5],
                        "devices": ["/dev/davinci%d" % n for n in range(8)], "logic_ids": list(range(8)),
-                       "cpus": None, "container": "vllm-ascend", "script": "/etc/vllm-ascend/vllm-ascend.sh",
-                       "env_file": "/etc/vllm-ascend/vllm-ascend.env"}]}
+                       "cpus": None, "tensor_parallel_size": 2, "container": "vllm-ascend",
+                       "script": "/etc/vllm-ascend/vllm-ascend.sh", "env_file": "/etc/vllm-ascend/vllm-ascend.env"}]}
+    # The chip with the least memory bounds it: the Duo's chip 1.
+    assert (fit["fits"], fit["chip"], fit["memory_mb"], fit["tensor_parallel_size"]) == (True, "NPU 1 chip 1", 43693, 2)
 
 
 def test_per_card_gives_each_card_its_two_chips_and_the_next_port():
@@ -75,8 +78,8 @@ def test_tensor_parallel_larger_than_a_card_is_refused_with_the_fix():
 def test_no_usable_chip_unknown_layout_and_missing_manager_devices():
     with pytest.raises(AnsibleFilterError, match=r"no usable NPU chip on npu-node-01 \(cards left out .*: \[1\]"):
         plan(host(npu_ids=(1,), unhealthy=[1]))
-    with pytest.raises(AnsibleFilterError, match="expected single or per_card"):
-        plan(host(), "per_chip", tensor_parallel_size=1)
+    with pytest.raises(AnsibleFilterError, match="expected one of single, per_card, per_chip, auto"):
+        plan(host(), "per_socket")
     with pytest.raises(AnsibleFilterError, match="/dev/hisi_hdc missing on npu-node-01.*reinstall the Ascend driver"):
         plan(host(missing_managers=["/dev/hisi_hdc"]))
 
@@ -224,6 +227,9 @@ def test_offline_cpus_are_never_in_a_cpuset():
     assert [i["cpus"] for i in plan(facts, "per_card")["instances"]] == [list(range(48, 54)), list(range(54, 60))]
     facts["online_cpus"] = [0, 1]
     assert [i["cpus"] for i in plan(facts, "per_card")["instances"]] == [None, None]
+    # A pool with fewer CPUs than instances confines none of those it has no CPU for.
+    assert [i["cpus"] for i in plan(with_affinity(host(npu_ids=(1, 2)), {1: [0, 1], 2: [0, 1]}), "per_chip")[
+        "instances"]] == [None, [0], None, [1]]
 
 
 def applied(*rows):
