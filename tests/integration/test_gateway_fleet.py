@@ -415,77 +415,6 @@ def test_a_rolling_replacement_fails_no_request(fleet):
     assert all(status == "UP" for status, _, _ in servers(fleet).values()), servers(fleet)
 
 
-PLAN_FILE = "/etc/vllm-ascend/plan.json"  # fleet_plan_file's default
-# What auto plans: one instance per chip of HOST_A's 96 GB cards (the seed's NPU IDs), one per card of HOST_B's 48 GB
-# ones (duo2_48g's).
-PER_CHIP = ["%s-npu%d-chip%d" % (NAME, npu, chip) for npu in (1, 2, 4, 5) for chip in (0, 1)]
-PER_CARD = ["%s-npu%d" % (NAME, npu) for npu in (6, 224)]
-
-
-def plan_of(fleet, host):
-    return json.loads(fleet[host].read_text(PLAN_FILE))
-
-
-def test_auto_serves_per_chip_where_the_model_fits_and_rolls_failing_no_request(fleet, tmp_path):
-    """The README's auto roll (one host at a time, the canary on) while users send through the gateway: HOST_A's
-    eight 44 GB chips each serve an instance, HOST_B's 21 GB chips one per card; the instances the switch removes
-    are drained first, the new ones join the gateway as they serve, the canary's benchmark measures HOST_A's, and
-    Prometheus scrapes each. Then back to the single layout the same way."""
-    try:
-        with Users(fleet[GATEWAY].url(PORT), fleet.api_key(), 4) as users:
-            (rolled,) = as_written(fleet,
-                                   "test_auto_serves_per_chip_where_the_model_fits_and_rolls_failing_no_request",
-                                   tmp_path).values()
-        failed = [r.error for r in users.results if r.error]
-        assert len(users.results) > 20 and failed == [], failed
-        a, b = plan_of(fleet, HOST_A), plan_of(fleet, HOST_B)
-        assert (a["layout"], [i["name"] for i in a["instances"]]) == ("per_chip", PER_CHIP)
-        assert a["layout_reason"].startswith("auto: per_chip, as the model fits one chip with 10% to spare")
-        assert (b["layout"], [i["name"] for i in b["instances"]]) == ("per_card", PER_CARD)
-        assert "does not fit one chip" in b["layout_reason"] and "20940 MB" in b["layout_reason"], b["layout_reason"]
-        assert {i["tensor_parallel_size"] for i in a["instances"]} == {1}
-        args = fleet[HOST_A].inspect(PER_CHIP[0])["Args"]
-        assert args[args.index("--tensor-parallel-size") + 1] == "1"
-        assert fleet[HOST_A].inspect(NAME) is None and fleet[HOST_B].inspect(NAME) is None
-        # The canary batch (HOST_A) sent each of its new instances the image sizes that break builds, before the
-        # later batch went on; they have no baseline to be measured against.
-        probed = set(re.findall(r"ok: \[(\S+)\] => \(item=(\S+) 2560x1440\)", rolled))
-        assert probed == {(HOST_A, name) for name in PER_CHIP}, probed
-        expected = ["%s:%s" % (HOST_A, name) for name in PER_CHIP] + ["%s:%s" % (HOST_B, name) for name in PER_CARD]
-        assert sorted(servers(fleet)) == sorted(expected), servers(fleet)
-        assert all(status == "UP" for status, _, _ in servers(fleet).values()), servers(fleet)
-
-        def scraped():
-            return sorted((target["labels"]["host"], target["health"])
-                          for target in prometheus(fleet, "targets")["activeTargets"]
-                          if target["labels"]["job"] == "vllm")
-        wait_until(lambda: scraped() == [(HOST_A, "up")] * 8 + [(HOST_B, "up")] * 2, "every instance scraped", 60)
-    finally:
-        with Users(fleet[GATEWAY].url(PORT), fleet.api_key(), 4) as users:
-            back = fleet.play("-e", "fleet_serial=1")  # the module's other tests take the single layout
-        assert back.rc == 0, back.stdout
-    assert [r.error for r in users.results if r.error] == []
-    assert sorted(servers(fleet)) == ["%s:%s" % (host, NAME) for host in (HOST_A, HOST_B)], servers(fleet)
-
-
-def test_a_length_that_cannot_fit_a_48_gb_chip_is_refused_before_any_container_changes(fleet):
-    """max_model_len 65536 at tensor parallelism 1 on HOST_B's 21 GB chips: refused at the plan, with the estimate's
-    numbers and the fixes, the serving container and the recorded plan as they were."""
-    before, plan = fleet[HOST_B].inspect(NAME)["Id"], fleet[HOST_B].read_text(PLAN_FILE)
-    run = fleet.play("--tags", "server", "--limit", HOST_B, "-e", "vllm_server_layout=per_chip",
-                     "-e", "vllm_server_max_model_len=65536")
-    assert run.rc != 0
-    message = run.results("Plan the instances from the healthy chips, check the host, and record the plan")[HOST_B][
-        "msg"]
-    for said in ("instance %s-npu6-chip0 on %s does not fit its chips (layout per_chip)" % (NAME, HOST_B),
-                 "per chip it needs 45.33 GiB", "weights 16.33 GiB", "attention mask 8.000 GiB (max_model_len 65536)",
-                 "KV cache of one 65536-token request twice, 18.00 GiB",
-                 "NPU 6 chip 0 has 21525 MB x gpu_memory_utilization",
-                 "Fix: serve on more chips per instance"):
-        assert said in message, (said, message)
-    assert fleet[HOST_B].inspect(NAME)["Id"] == before and fleet[HOST_B].read_text(PLAN_FILE) == plan
-
-
 def test_an_instance_a_run_that_died_left_drained_is_put_back_by_the_next_and_one_drained_by_hand_stays(fleet):
     """An instance drained by hand, with no run behind it, is the operator's: a converged server phase leaves it
     drained and spends no task on the gateways. A controller lost between an instance's drain and its restore
@@ -592,6 +521,70 @@ def as_written(fleet, test, tmp_path, **overrides):
         assert ran.code == 0, "%s: exit %d\n%s\n%s" % (command, ran.code, ran.stdout[-4000:], ran.stderr[-2000:])
         outputs[command] = ran.stdout
     return outputs
+
+
+PLAN_FILE = "/etc/vllm-ascend/plan.json"  # fleet_plan_file's default
+# What auto plans: one instance per chip of HOST_A's 96 GB cards (the seed's NPU IDs), one per card of HOST_B's 48 GB
+# ones (duo2_48g's).
+PER_CHIP = ["%s-npu%d-chip%d" % (NAME, npu, chip) for npu in (1, 2, 4, 5) for chip in (0, 1)]
+PER_CARD = ["%s-npu%d" % (NAME, npu) for npu in (6, 224)]
+
+
+def plan_of(fleet, host):
+    return json.loads(fleet[host].read_text(PLAN_FILE))
+
+
+def test_a_length_that_cannot_fit_a_48_gb_chip_is_refused_before_any_container_changes(fleet):
+    """max_model_len 65536 at tensor parallelism 1 on HOST_B's 21 GB chips: refused at the plan, with the estimate's
+    numbers and the fixes, the serving container and the recorded plan as they were."""
+    before, plan = fleet[HOST_B].inspect(NAME)["Id"], fleet[HOST_B].read_text(PLAN_FILE)
+    run = fleet.play("--tags", "server", "--limit", HOST_B, "-e", "vllm_server_layout=per_chip",
+                     "-e", "vllm_server_max_model_len=65536")
+    assert run.rc != 0
+    message = run.results("Plan the instances from the healthy chips, check the host, and record the plan")[HOST_B][
+        "msg"]
+    for said in ("instance %s-npu6-chip0 on %s does not fit its chips (layout per_chip)" % (NAME, HOST_B),
+                 "per chip it needs 45.33 GiB", "weights 16.33 GiB", "attention mask 8.000 GiB (max_model_len 65536)",
+                 "KV cache of one 65536-token request twice, 18.00 GiB",
+                 "NPU 6 chip 0 has 21525 MB x gpu_memory_utilization",
+                 "Fix: serve on more chips per instance"):
+        assert said in message, (said, message)
+    assert fleet[HOST_B].inspect(NAME)["Id"] == before and fleet[HOST_B].read_text(PLAN_FILE) == plan
+
+
+def test_auto_serves_per_chip_where_the_model_fits_and_rolls_failing_no_request(fleet, tmp_path):
+    """The README's auto roll (one host at a time, the canary on) while users send through the gateway: HOST_A's
+    eight 44 GB chips each serve an instance, HOST_B's 21 GB chips one per card; the instances the switch removes
+    are drained first, the new ones join the gateway as they serve, the canary sends HOST_A's the image sizes that
+    break builds, and Prometheus scrapes each. The next test's first run puts the single layout back."""
+    with Users(fleet[GATEWAY].url(PORT), fleet.api_key(), 4) as users:
+        (rolled,) = as_written(fleet,
+                               "test_auto_serves_per_chip_where_the_model_fits_and_rolls_failing_no_request",
+                               tmp_path).values()
+    failed = [r.error for r in users.results if r.error]
+    assert len(users.results) > 20 and failed == [], failed
+    a, b = plan_of(fleet, HOST_A), plan_of(fleet, HOST_B)
+    assert (a["layout"], [i["name"] for i in a["instances"]]) == ("per_chip", PER_CHIP)
+    assert a["layout_reason"].startswith("auto: per_chip, as the model fits one chip with 10% to spare")
+    assert (b["layout"], [i["name"] for i in b["instances"]]) == ("per_card", PER_CARD)
+    assert "does not fit one chip" in b["layout_reason"] and "20940 MB" in b["layout_reason"], b["layout_reason"]
+    assert {i["tensor_parallel_size"] for i in a["instances"]} == {1}
+    args = fleet[HOST_A].inspect(PER_CHIP[0])["Args"]
+    assert args[args.index("--tensor-parallel-size") + 1] == "1"
+    assert fleet[HOST_A].inspect(NAME) is None and fleet[HOST_B].inspect(NAME) is None
+    # The canary batch (HOST_A) sent each of its new instances the image sizes that break builds, before the
+    # later batch went on; they have no baseline to be measured against.
+    probed = set(re.findall(r"ok: \[(\S+)\] => \(item=(\S+) 2560x1440\)", rolled))
+    assert probed == {(HOST_A, name) for name in PER_CHIP}, probed
+    expected = ["%s:%s" % (HOST_A, name) for name in PER_CHIP] + ["%s:%s" % (HOST_B, name) for name in PER_CARD]
+    assert sorted(servers(fleet)) == sorted(expected), servers(fleet)
+    assert all(status == "UP" for status, _, _ in servers(fleet).values()), servers(fleet)
+
+    def scraped():
+        return sorted((target["labels"]["host"], target["health"])
+                      for target in prometheus(fleet, "targets")["activeTargets"]
+                      if target["labels"]["job"] == "vllm")
+    wait_until(lambda: scraped() == [(HOST_A, "up")] * 8 + [(HOST_B, "up")] * 2, "every instance scraped", 60)
 
 
 def test_the_quick_start_commands_as_written(fleet, tmp_path):

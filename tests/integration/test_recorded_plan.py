@@ -30,10 +30,17 @@ def mapped_chips(fleet, name):
 def test_the_deploy_records_what_it_serves(fleet):
     recorded = plan(fleet)
     assert recorded["layout"] == "single" and recorded["excluded_npu_ids"] == []
+    assert recorded["layout_reason"] == "asked for: single"
+    # The fit of the instance on its chips, from npu-smi's memory and the model's files on the host: the 96 GB
+    # card's smaller chip bounds it, with what the card itself uses taken from what is free.
+    fit = recorded["instances"][0].pop("fit")
+    assert (fit["fits"], fit["chip"], fit["memory_mb"], fit["need_gib"]) == (True, "NPU 6 chip 1", 43693, 12.42), fit
+    assert fit["terms_gib"]["weights"] == 8.165 and 0 < fit["free_mb"] < 43693, fit
     assert recorded["instances"] == [{"name": NAME, "port": 8000, "npu_ids": [6, 224],
                                       "devices": ["/dev/davinci0", "/dev/davinci1", "/dev/davinci2",
                                                   "/dev/davinci3"], "logic_ids": [0, 1, 2, 3], "cpus": None,
-                                      "container": NAME, "script": "%s/%s.sh" % (CONFIG_DIR, NAME),
+                                      "tensor_parallel_size": 2, "container": NAME,
+                                      "script": "%s/%s.sh" % (CONFIG_DIR, NAME),
                                       "env_file": "%s/%s.env" % (CONFIG_DIR, NAME)}]
     assert recorded["image"] == fleet[HOST].inspect(NAME)["Config"]["Image"]
     assert fleet[HOST].mode(PLAN) == 0o644

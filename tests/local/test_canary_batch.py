@@ -57,9 +57,9 @@ def verdicts(run):
 
 
 def test_a_failure_on_one_host_fails_the_batch_rejects_its_replacements_and_stops_the_later_batch(tmp_path):
-    """npu-01's replacement fails the canary's image (no container runs it), npu-02's new instance did not serve: each
-    host of the batch gets the batch's verdict, npu-01 with its replacement rejected (not its new instance, which
-    had nothing set aside); npu-03 replaces nothing."""
+    """npu-01's replacement and its new instance (a layout change's, nothing set aside) fail the canary's image (no
+    container runs them), npu-02's new instance did not serve: each host of the batch gets the batch's verdict,
+    npu-01 with both rejected (kept off the gateways); npu-03 replaces nothing."""
     run = roll(tmp_path, {"npu-01": [instance("vllm-ascend-npu0", "replace"), instance("vllm-ascend-npu1", "start"),
                                      instance("vllm-ascend-npu2", "keep")],
                           "npu-02": [instance("vllm-ascend", "start", error="not ready: connection refused")]})
@@ -67,16 +67,18 @@ def test_a_failure_on_one_host_fails_the_batch_rejects_its_replacements_and_stop
     shown = verdicts(run)
     assert sorted(shown) == CANARY_BATCH, run.stdout
     failures = shown["npu-01"]["failures"]
-    assert len(failures) == 2 and failures[0].startswith("npu-01 vllm-ascend-npu0: the 640x480 image: "), failures
-    assert failures[1] == "npu-02 vllm-ascend: did not serve"
+    assert len(failures) == 3 and failures[0].startswith("npu-01 vllm-ascend-npu0: the 640x480 image: "), failures
+    assert failures[1].startswith("npu-01 vllm-ascend-npu1: the 640x480 image: "), failures
+    assert failures[2] == "npu-02 vllm-ascend: did not serve"
     why = "rejected by the canary gate of its batch: " + " ; ".join(failures)
-    assert shown["npu-01"] == {"passed": False, "failures": failures, "rejected": {"vllm-ascend-npu0": why}}
+    assert shown["npu-01"] == {"passed": False, "failures": failures,
+                               "rejected": {"vllm-ascend-npu0": why, "vllm-ascend-npu1": why}}
     assert shown["npu-02"] == {"passed": False, "failures": failures, "rejected": {}}
     assert "The canary batch (npu-01, npu-02) did not pass its gate, so npu-03" in run.failure_text(LATER)
 
 
 def test_a_batch_that_passed_lets_the_later_batch_go_on(tmp_path):
-    run = roll(tmp_path, {"npu-01": [instance("vllm-ascend", "start")]})
+    run = roll(tmp_path, {"npu-01": [instance("vllm-ascend", "keep")]})
     assert run.rc == 0 and run.failed_hosts() == [], run.stdout
     assert verdicts(run) == {"npu-01": {"passed": True, "failures": [], "rejected": {}},
                              "npu-02": {"passed": True, "failures": [], "rejected": {}}, LATER: "none"}
