@@ -446,15 +446,18 @@ def measure(params, client, groups, result, progress):
 
 
 def measure_matrix(params, load_test, groups, finished, result, progress):
-    started = time.monotonic()
+    # The deadline counts from the first group this run starts, which always runs (the module's documentation).
+    started = None
     not_run = []
     for number, group in enumerate(groups, 1):
         if group_key(group) in finished:
             result["groups"].append(dict(finished[group_key(group)], resumed=True))
             continue
-        if params["new_group_deadline_s"] and time.monotonic() - started > params["new_group_deadline_s"]:
+        if started is not None and params["new_group_deadline_s"] \
+                and time.monotonic() - started > params["new_group_deadline_s"]:
             not_run.append({name: group[name] for name in GROUP_FIELDS})
             continue
+        started = time.monotonic() if started is None else started
         bodies = load_test.bodies(group)
         state = {"group": group, "group_number": number, "groups_total": len(groups), "requests_done": 0,
                  "requests_total": len(bodies), "groups_done": len(result["groups"])}

@@ -1045,8 +1045,19 @@ def engine_killer(engine):
     return lambda *_: threading.Thread(target=engine.die, kwargs={"killed": True}, daemon=True).start()
 
 
+def engine_died_at_start(*_):
+    """The handler of SIGUSR1 while the model loads: the engine's process killed before it served, which ends the
+    start (vLLM's own words, vllm/v1/engine/core_client.py). Without it the signal would be lost: a container's
+    first process ignores a signal it has no handler for."""
+    print("ERROR RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
+          "{'EngineCore_DP0': -10}", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
 def serve(args, model_path, config, chips=None):
     """Serve until stopped (exit status 0), until the engine dies or when it never came up (1)."""
+    if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+        signal.signal(signal.SIGUSR1, engine_died_at_start)
     try:
         server = start_server(args, model_path, config, chips)
     except Refusal as refusal:
