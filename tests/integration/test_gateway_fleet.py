@@ -54,6 +54,9 @@ SCRAPE_S = EVALUATION_S = NPU_READING_S = 5
 PROMETHEUS_PORT = 9090
 ALERTMANAGER_PORT = 9093
 NPU_PROFILE = "/usr/local/dcmi/npu-smi-twin.json"  # the npu-smi emulator's host profile (tests/twin/npu_smi.py)
+# The status of an instance's /health, asked on its host (no key needed); none when it does not answer.
+HEALTH = ("import urllib.request\ntry: print(urllib.request.urlopen('http://127.0.0.1:%d/health', timeout=5).status)"
+          "\nexcept Exception: pass")
 STATS = ("import socket; s = socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
          "s.sendall(b'show stat\\n'); print(s.makefile().read())")
 
@@ -900,10 +903,13 @@ def test_planned_replacements_fire_no_restart_alert_and_a_crash_loop_does(fleet)
 
     def serving_again(restarts):
         """Restarted at least that many times since the test began (a start that fails on a loaded machine is a
-        restart more), running, and back on the gateway."""
+        restart more), running, answering /health itself (the gateway may not have seen it go: a quick restart
+        keeps it UP there while the new process still loads, when a signal would find no handler yet), and back
+        on the gateway."""
         state = host.inspect(NAME)
+        health = host.exec("python3", "-c", HEALTH % INSTANCE_PORT, check=False).stdout.strip()
         return state["RestartCount"] >= counted + restarts and state["State"]["Running"] and not state["State"][
-            "Restarting"] and servers(fleet)["%s:%s" % (HOST_A, NAME)][0] == "UP"
+            "Restarting"] and health == "200" and servers(fleet)["%s:%s" % (HOST_A, NAME)][0] == "UP"
     while host.inspect(NAME)["RestartCount"] - counted <= most:
         state = host.inspect(NAME)
         restarts = state["RestartCount"] - counted + 1
