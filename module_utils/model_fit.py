@@ -84,11 +84,12 @@ def fit(model, chips, settings, processes=()):
     smallest = min(chips, key=lambda chip: chip["memory_total_mb"])
     terms = need(model, max_model_len, tensor_parallel_size, reserve_gib)
     total, budget = sum(terms.values()), smallest["memory_total_mb"] * MIB * utilization
-    # The share asked for must be free at start, on every chip.
-    free = [(chip["memory_total_mb"] - card_use_mb(chip, processes), chip) for chip in chips
-            if card_use_mb(chip, processes) is not None]
-    least_free_mb, least_free_chip = min(free, key=lambda pair: pair[0]) if free else (None, None)
-    starts = least_free_mb is None or least_free_mb * MIB >= least_free_chip["memory_total_mb"] * MIB * utilization
+    # The share asked for must be free at start, on every chip: the chip with the smallest free share bounds it.
+    uses = [(card_use_mb(chip, processes), chip) for chip in chips]
+    free = [(chip["memory_total_mb"] - used, chip) for used, chip in uses if used is not None]
+    least_free_mb, least_free_chip = min(free, key=lambda pair: pair[0] / pair[1]["memory_total_mb"]) \
+        if free else (None, None)
+    starts = least_free_mb is None or least_free_mb >= least_free_chip["memory_total_mb"] * utilization
     return {
         "chip": "NPU %s chip %s" % (smallest["npu_id"], smallest["chip_id"]),
         "memory_mb": smallest["memory_total_mb"],
