@@ -36,7 +36,8 @@ os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.execut
 SHARED_FLEET_MODULES = {
     fixture: tuple("tests/integration/%s.py" % name for name in names) for fixture, names in (
         ("pair", ("test_cli", "test_deploy", "test_operator_view")),
-        ("single", ("test_secrets", "test_recorded_plan", "test_installed_collection", "test_interrupted_runs")))}
+        ("single", ("test_secrets", "test_recorded_plan", "test_installed_collection", "test_interrupted_runs",
+                    "test_awx_job")))}
 FLEET_OF_MODULE = {module: fixture for fixture, modules in SHARED_FLEET_MODULES.items() for module in modules}
 
 

@@ -106,6 +106,21 @@ ROOTS = {
 # tests/twin/rpm_packages.py (its packages become RPMs of the twin's repository; apt and dpkg go). This machine's
 # architecture only: the distributions' hosts of the twin are not emulated.
 ROOTS["rpmhost"] = ROOTS["host"] + ["rpm", "dnf", "python3-dnf", "createrepo-c", "firewalld", "dbus", "nftables"]
+# The execution environment's base (scripts/ee.py): Python 3.11 with ensurepip (python3-venv), which ansible-builder's
+# steps install pip with; the SSH client and agent, which ansible-runner starts for a job's key; the CA certificates
+# pip needs. Debian keeps pip off its system python (ensurepip is disabled there): the EE's Python is a virtualenv
+# of it, first on the image's PATH.
+ROOTS["ee"] = ["python3", "python3-venv", "openssh-client", "ca-certificates"]
+EE_PYTHON_HOME = "/opt/ansible"
+# Commands run in a root once its packages are in, and the environment of its image: both part of its tag.
+ROOT_COMMANDS = {"ee": (("python3", "-m", "venv", EE_PYTHON_HOME),)}
+# pip reads the system's certificates (its own bundle knows no site CA).
+ROOT_IMAGE_ENV = {"ee": {"PATH": EE_PYTHON_HOME + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                         "PIP_CERT": "/etc/ssl/certs/ca-certificates.crt"}}
+# The certificates this machine trusts beyond the distribution's (a site's own CA, its proxy's), which the roots
+# named here trust too: the EE's build reaches the package index through the same network. Part of their tag.
+LOCAL_CA_DIR = pathlib.Path("/usr/local/share/ca-certificates")
+ROOTS_WITH_LOCAL_CA = ("ee",)
 # What makes a root besides its packages: a changed script makes a new one.
 ROOT_SCRIPTS = {"rpmhost": (HERE / "rpm_packages.py", HERE / "host" / "fix-init-scripts")}
 # The twin's package repository for the RPM hosts, on the twin network's gateway (fleet.REGISTRY_NAME there).
@@ -159,6 +174,13 @@ def apt_install(root, packages, foreign_architecture=None):
         run("chroot", str(root), *command, env={"DEBIAN_FRONTEND": "noninteractive"})
     (root / "usr/sbin/policy-rc.d").unlink()
     (root / "etc/resolv.conf").write_text("")
+
+
+def local_certificates(kind):
+    """The certificates of LOCAL_CA_DIR a root of this kind takes (none for the others)."""
+    if kind not in ROOTS_WITH_LOCAL_CA or not LOCAL_CA_DIR.is_dir():
+        return []
+    return sorted(path for path in LOCAL_CA_DIR.rglob("*.crt") if path.is_file())
 
 
 def port_open(address, port):
@@ -458,7 +480,10 @@ class Twin:
         native = [name for name in ROOTS[kind] if name in NATIVE_ON_EMULATED] if architecture != NATIVE else []
         packages = ROOTS[kind] + (["native:"] + native if native else []) + (
             ["from:" + ROOT_BASES[kind]] if kind in ROOT_BASES else []) + [
-            "script:" + hashlib.sha256(script.read_bytes()).hexdigest() for script in ROOT_SCRIPTS.get(kind, ())]
+            "script:" + hashlib.sha256(script.read_bytes()).hexdigest() for script in ROOT_SCRIPTS.get(kind, ())] + [
+            "command:" + " ".join(command) for command in ROOT_COMMANDS.get(kind, ())] + [
+            "env:%s=%s" % item for item in sorted(ROOT_IMAGE_ENV.get(kind, {}).items())] + [
+            "ca:" + hashlib.sha256(path.read_bytes()).hexdigest() for path in local_certificates(kind)]
         return "%s-%s-%s" % (SUITE, ARCHITECTURES.get(architecture, architecture),
                              hashlib.sha256(",".join(packages).encode()).hexdigest()[:8])
 
@@ -504,6 +529,11 @@ class Twin:
             else:
                 run("debootstrap", "--arch=" + ARCHITECTURES[architecture], "--variant=minbase",
                     "--include=" + ",".join(ROOTS[kind]), SUITE, str(target), mirror)
+            if local_certificates(kind):
+                shutil.copytree(str(LOCAL_CA_DIR), str(target / LOCAL_CA_DIR.relative_to("/")), dirs_exist_ok=True)
+                run("chroot", str(target), "update-ca-certificates")
+            for command in ROOT_COMMANDS.get(kind, ()):
+                run("chroot", str(target), *command)
             shutil.rmtree(target / "var/cache/apt/archives", ignore_errors=True)
             partial = tarball.with_suffix(".partial")
             run("tar", "-C", str(target), "--numeric-owner", "-cf", str(partial), ".")
@@ -538,7 +568,9 @@ class Twin:
             tarball = self.rootfs_tarball(kind, architecture)
             with tempfile.TemporaryDirectory(dir=self.cache) as context:
                 os.link(tarball, pathlib.Path(context) / "root.tar")
-                (pathlib.Path(context) / "Dockerfile").write_text('FROM scratch\nADD root.tar /\nCMD ["bash"]\n')
+                env = "".join("ENV %s=%s\n" % item for item in sorted(ROOT_IMAGE_ENV.get(kind, {}).items()))
+                dockerfile = 'FROM scratch\nADD root.tar /\n%sCMD ["bash"]\n' % env
+                (pathlib.Path(context) / "Dockerfile").write_text(dockerfile)
                 docker("build", "-q", "--platform", oci_platform(architecture), "-t", image, context)
         return image
 

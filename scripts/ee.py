@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Build the execution environment (EE) that AWX and Automation Platform run the playbooks in, with ansible-builder.
+
+The definition is execution-environment.yml. Its default base, Red Hat's UBI 9, is pulled from
+registry.access.redhat.com; a site that cannot pull it (or this project's test machines, which reach only package
+mirrors) builds on a base it makes itself: a Debian 12 root from debootstrap with the distribution's python3 (3.11,
+what ansible-core 2.19 takes), ensurepip and the SSH client, made as the twin makes its roots (tests/twin/lifecycle.py,
+root "ee"). ansible-builder's Containerfile takes the base and its package manager as build arguments
+(EE_BASE_IMAGE, PKGMGR, PYCMD, PYPKG), so one definition serves both bases.
+
+An image is tagged with a hash of everything it is built from (the base image's id, the definition, the build
+arguments, the collection's file checksums): a second build of the same inputs reuses it and builds nothing.
+
+Usage (as root, Docker running; scripts/dev ee runs it):
+  .venv/bin/python scripts/ee.py                  the Debian base, made here (what the tests run)
+  .venv/bin/python scripts/ee.py --base ubi       the definition's own base, UBI 9 (needs registry.access.redhat.com)
+  .venv/bin/python scripts/ee.py --base IMAGE     a base of the site's own with dnf and python3.12 (add --apt for a
+                                                  Debian-like one: apt-get and python3 3.11 or later, with pip)
+The last line printed is the image, ascend-fleet-ee:<version>-<inputs hash>, also tagged ascend-fleet-ee:<version>.
+"""
+import argparse
+import hashlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+DEFINITION = REPO / "execution-environment.yml"
+BUILD = REPO / "build"
+REPOSITORY = "ascend-fleet-ee"
+DEBIAN = "debian"  # --base's default: the root made here
+UBI = "ubi"  # --base ubi: the definition's own base
+# Build arguments for a Debian-like base: apt-get as the package manager, the distribution's python3. The
+# Containerfile's first step installs PYPKG ("already installed" here, without the network); `apt-get clean all`
+# cleans as `dnf clean all` does.
+APT_BASE_ARGS = {"PKGMGR": "/usr/bin/apt-get", "PYCMD": "/usr/bin/python3", "PYPKG": "python3"}
+# The Debian root's Python: a virtualenv of the system's, since Debian disables ensurepip, which ansible-builder
+# installs pip with, for the system python.
+DEBIAN_PYCMD = "/opt/ansible/bin/python3"
+
+
+class BuildError(Exception):
+    pass
+
+
+def run(*argv, **kwargs):
+    done = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          check=False, **kwargs)
+    if done.returncode != 0:
+        raise BuildError("%s failed (exit %d):\n%s" % (" ".join(argv), done.returncode, done.stdout[-4000:]))
+    return done.stdout
+
+
+def debian_base():
+    """The Debian root as a local image (made once, then cached by its package list)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from twin.lifecycle import Twin  # noqa: PLC0415 (the twin's root builder, only for this base)
+    return Twin().base_image("ee")
+
+
+def collection_tarball():
+    """The collection's tarball, built now into build/ (the definition copies it from there)."""
+    output = run(sys.executable, str(REPO / "scripts" / "collection.py"), str(BUILD))
+    return pathlib.Path(output.strip().splitlines()[-1])
+
+
+def collection_checksums(tarball):
+    """The collection's MANIFEST.json and FILES.json (every file's sha256): what it holds, unlike the tarball's
+    bytes, which change with each build's timestamps."""
+    with tarfile.open(str(tarball)) as archive:
+        return b"".join(archive.extractfile(name).read() for name in ("MANIFEST.json", "FILES.json"))
+
+
+def version(tarball):
+    with tarfile.open(str(tarball)) as archive:
+        return json.loads(archive.extractfile("MANIFEST.json").read())["collection_info"]["version"]
+
+
+def inputs_hash(base, build_args, tarball):
+    digest = hashlib.sha256()
+    for part in (image_id(base) or base, json.dumps(build_args, sort_keys=True), DEFINITION.read_text()):
+        digest.update(part.encode() + b"\0")
+    digest.update(collection_checksums(tarball))
+    return digest.hexdigest()[:12]
+
+
+def image_id(image):
+    done = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, universal_newlines=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def build(base_choice, apt=False):
+    """The EE image built (or found built) for a base (apt: a base of your own is Debian-like); its tag."""
+    tarball = collection_tarball()
+    if base_choice == DEBIAN:
+        base, build_args = debian_base(), dict(APT_BASE_ARGS, PYCMD=DEBIAN_PYCMD)
+    elif base_choice == UBI:
+        base, build_args = None, {}
+    else:
+        base, build_args = base_choice, dict(APT_BASE_ARGS) if apt else {}
+    if base:
+        build_args["EE_BASE_IMAGE"] = base
+    tag = "%s:%s-%s" % (REPOSITORY, version(tarball), inputs_hash(base or UBI, build_args, tarball))
+    latest = "%s:%s" % (REPOSITORY, version(tarball))
+    if image_id(tag):
+        print("ee: %s is built from these inputs already" % tag, flush=True)
+    else:
+        print("ee: building %s on %s (ansible-builder, a few minutes)" % (tag, base or "the definition's base"),
+              flush=True)
+        with tempfile.TemporaryDirectory(dir=str(BUILD)) as context:
+            argv = [str(pathlib.Path(sys.executable).parent / "ansible-builder"), "build", "-f", str(DEFINITION),
+                    "-c", context, "--container-runtime", "docker", "-t", tag, "-v", "1"]
+            for name, value in sorted(build_args.items()):
+                argv += ["--build-arg", "%s=%s" % (name, value)]
+            # Docker's legacy builder: no buildx plugin, and a local base is used as it is, never pulled.
+            run(*argv, cwd=str(REPO), env=dict(os.environ, DOCKER_BUILDKIT="0"))
+    run("docker", "tag", tag, latest)
+    return tag
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", default=DEBIAN, help="debian (made here, the default), ubi (the definition's "
+                        "base) or an image of your own")
+    parser.add_argument("--apt", action="store_true", help="the image of your own is Debian-like (apt-get, python3)")
+    args = parser.parse_args(argv)
+    BUILD.mkdir(exist_ok=True)
+    try:
+        print(build(args.base, args.apt))
+    except BuildError as error:
+        sys.exit("scripts/ee.py: %s" % error)
+
+
+if __name__ == "__main__":
+    main()
