@@ -16,7 +16,8 @@ Usage (as root, Docker running; scripts/dev ee runs it):
   .venv/bin/python scripts/ee.py --base ubi       the definition's own base, UBI 9 (needs registry.access.redhat.com)
   .venv/bin/python scripts/ee.py --base IMAGE     a base of the site's own with dnf and python3.12 (add --apt for a
                                                   Debian-like one: apt-get and python3 3.11 or later, with pip)
-The last line printed is the image, ascend-fleet-ee:<version>-<inputs hash>, also tagged ascend-fleet-ee:<version>.
+The last line printed is the image, ascend-fleet-ee:<version>-<inputs hash>, also tagged ascend-fleet-ee:<version>;
+a new build untags the images built before from other inputs.
 """
 import argparse
 import hashlib
@@ -48,8 +49,12 @@ class BuildError(Exception):
 
 
 def run(*argv, **kwargs):
-    done = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          check=False, **kwargs)
+    try:
+        done = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                              check=False, **kwargs)
+    except OSError as error:
+        raise BuildError("%s: %s. Fix: install it (scripts/dev ee installs Docker and ansible-builder)" % (
+            argv[0], error.strerror)) from None
     if done.returncode != 0:
         raise BuildError("%s failed (exit %d):\n%s" % (" ".join(argv), done.returncode, done.stdout[-4000:]))
     return done.stdout
@@ -89,8 +94,12 @@ def inputs_hash(base, build_args, tarball):
 
 
 def image_id(image):
-    done = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image], stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL, universal_newlines=True, check=False)
+    """The local image's id; None when Docker has no such image (or no Docker is here)."""
+    try:
+        done = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, universal_newlines=True, check=False)
+    except OSError:
+        return None
     return done.stdout.strip() if done.returncode == 0 else None
 
 
@@ -120,7 +129,19 @@ def build(base_choice, apt=False):
             # Docker's legacy builder: no buildx plugin, and a local base is used as it is, never pulled.
             run(*argv, cwd=str(REPO), env=dict(os.environ, DOCKER_BUILDKIT="0"))
     run("docker", "tag", tag, latest)
+    remove_older(tag)
     return tag
+
+
+def remove_older(tag):
+    """Untag the images this script built before from other inputs (each is some 500 MB): the newest serves."""
+    listed = run("docker", "image", "ls", REPOSITORY, "--format", "{{.Repository}}:{{.Tag}}").split()
+    older = [name for name in listed if name != tag and "-" in name.rpartition(":")[2]]
+    for name in older:
+        try:
+            run("docker", "image", "rm", name)
+        except BuildError as error:  # in use by a job's container: kept, and said
+            print("ee: %s is kept: %s" % (name, str(error).splitlines()[-1]), flush=True)
 
 
 def main(argv=None):
@@ -129,6 +150,8 @@ def main(argv=None):
                         "base) or an image of your own")
     parser.add_argument("--apt", action="store_true", help="the image of your own is Debian-like (apt-get, python3)")
     args = parser.parse_args(argv)
+    if args.apt and args.base in (DEBIAN, UBI):
+        parser.error("--apt describes an image of your own (--base IMAGE); the %s base needs no telling" % args.base)
     BUILD.mkdir(exist_ok=True)
     try:
         print(build(args.base, args.apt))
