@@ -1,6 +1,7 @@
 """The execution environment for AWX and Automation Platform (execution-environment.yml): `ansible-builder create`
-writes its build context, offline, around the tarball scripts/collection.py builds. Building the image needs the base
-image, which this machine cannot pull; what can fail before that is checked here: the tarball is in the context and
+writes its build context, offline, around the tarball scripts/collection.py builds, on the definition's own base (UBI,
+which this machine cannot pull: tests/integration/test_awx_job.py builds the image on the project's own base and runs
+jobs in it). What can fail before a build is checked here, offline: the tarball is in the context and
 the Containerfile installs the collection from it, ansible-core and ansible-runner at requirements.txt's pins on a
 Python that ansible-core takes, and the introspection the build runs collects the installed collection's matplotlib
 (meta/execution-environment.yml) with every other Python package at requirements.txt's pin."""
