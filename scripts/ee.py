@@ -14,8 +14,10 @@ arguments, the collection's file checksums): a second build of the same inputs r
 Usage (as root, Docker running; scripts/dev ee runs it):
   .venv/bin/python scripts/ee.py                  the Debian base, made here (what the tests run)
   .venv/bin/python scripts/ee.py --base ubi       the definition's own base, UBI 9 (needs registry.access.redhat.com)
-  .venv/bin/python scripts/ee.py --base IMAGE     a base of the site's own with dnf and python3.12 (add --apt for a
-                                                  Debian-like one: apt-get and python3 3.11 or later, with pip)
+  .venv/bin/python scripts/ee.py --base IMAGE [--build-arg NAME=VALUE ...]
+                                                  a base of the site's own: by default with dnf and python3.12 as UBI;
+                                                  else say its package manager and Python (PKGMGR, PYCMD, PYPKG). Its
+                                                  Python must have ensurepip (Debian and Ubuntu disable it for theirs)
 The last line printed is the image, ascend-fleet-ee:<version>-<inputs hash>, also tagged ascend-fleet-ee:<version>;
 a new build untags the images built before from other inputs.
 """
@@ -103,15 +105,15 @@ def image_id(image):
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def build(base_choice, apt=False):
-    """The EE image built (or found built) for a base (apt: a base of your own is Debian-like); its tag."""
+def build(base_choice, own_args=None):
+    """The EE image built (or found built) for a base (own_args: build arguments for a base of your own); its tag."""
     tarball = collection_tarball()
     if base_choice == DEBIAN:
         base, build_args = debian_base(), dict(APT_BASE_ARGS, PYCMD=DEBIAN_PYCMD)
     elif base_choice == UBI:
         base, build_args = None, {}
     else:
-        base, build_args = base_choice, dict(APT_BASE_ARGS) if apt else {}
+        base, build_args = base_choice, dict(own_args or {})
     if base:
         build_args["EE_BASE_IMAGE"] = base
     tag = "%s:%s-%s" % (REPOSITORY, version(tarball), inputs_hash(base or UBI, build_args, tarball))
@@ -148,13 +150,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default=DEBIAN, help="debian (made here, the default), ubi (the definition's "
                         "base) or an image of your own")
-    parser.add_argument("--apt", action="store_true", help="the image of your own is Debian-like (apt-get, python3)")
+    parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
+                        help="for a base of your own: PKGMGR, PYCMD or PYPKG (ansible-builder's build arguments)")
     args = parser.parse_args(argv)
-    if args.apt and args.base in (DEBIAN, UBI):
-        parser.error("--apt describes an image of your own (--base IMAGE); the %s base needs no telling" % args.base)
+    own_args = dict(item.partition("=")[::2] for item in args.build_arg)
+    unknown = sorted(set(own_args) - set(APT_BASE_ARGS))
+    if unknown or not all(own_args.values()):
+        parser.error("--build-arg %s: expected NAME=VALUE, NAME one of %s" % (
+            (unknown or [name for name, value in own_args.items() if not value])[0], ", ".join(sorted(APT_BASE_ARGS))))
+    if own_args and args.base in (DEBIAN, UBI):
+        parser.error("--build-arg is for a base of your own (--base IMAGE): the %s base has its own" % args.base)
     BUILD.mkdir(exist_ok=True)
     try:
-        print(build(args.base, args.apt))
+        print(build(args.base, own_args))
     except BuildError as error:
         sys.exit("scripts/ee.py: %s" % error)
 
