@@ -41,6 +41,8 @@ UBI = "ubi"  # --base ubi: the definition's own base
 # Containerfile's first step installs PYPKG ("already installed" here, without the network); `apt-get clean all`
 # cleans as `dnf clean all` does.
 APT_BASE_ARGS = {"PKGMGR": "/usr/bin/apt-get", "PYCMD": "/usr/bin/python3", "PYPKG": "python3"}
+# The build arguments that describe a base (the Containerfile's EE_BASE_IMAGE aside).
+BASE_ARG_NAMES = sorted(APT_BASE_ARGS)
 # The Debian root's Python: a virtualenv of the system's, since Debian disables ensurepip, which ansible-builder
 # installs pip with, for the system python.
 DEBIAN_PYCMD = "/opt/ansible/bin/python3"
@@ -154,10 +156,10 @@ def main(argv=None):
                         help="for a base of your own: PKGMGR, PYCMD or PYPKG (ansible-builder's build arguments)")
     args = parser.parse_args(argv)
     own_args = dict(item.partition("=")[::2] for item in args.build_arg)
-    unknown = sorted(set(own_args) - set(APT_BASE_ARGS))
+    unknown = sorted(set(own_args) - set(BASE_ARG_NAMES))
     if unknown or not all(own_args.values()):
         parser.error("--build-arg %s: expected NAME=VALUE, NAME one of %s" % (
-            (unknown or [name for name, value in own_args.items() if not value])[0], ", ".join(sorted(APT_BASE_ARGS))))
+            (unknown or [name for name, value in own_args.items() if not value])[0], ", ".join(BASE_ARG_NAMES)))
     if own_args and args.base in (DEBIAN, UBI):
         parser.error("--build-arg is for a base of your own (--base IMAGE): the %s base has its own" % args.base)
     BUILD.mkdir(exist_ok=True)
