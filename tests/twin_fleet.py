@@ -234,9 +234,12 @@ class DeployedFleet(PlayFleet):
 def command_lines():
     """The command line of every process on this machine, as `ps` shows them to any user."""
     found = []
-    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
+    # Listed, then read: pathlib's glob stats each match itself, and a process that ends in between raises there
+    # (ESRCH, which glob does not take for "gone").
+    for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            found.append(cmdline.read_bytes().replace(b"\0", b" ").decode("utf-8", "replace"))
+            found.append(pathlib.Path("/proc", pid, "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                "utf-8", "replace"))
         except OSError:
             continue  # the process ended while being read
     return found
