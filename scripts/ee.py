@@ -74,7 +74,7 @@ def debian_base():
 def collection_tarball():
     """The collection's tarball, built now into build/ (the definition copies it from there)."""
     from collection import build as build_collection  # noqa: PLC0415 (scripts/, beside this file, as sanity.py)
-    return pathlib.Path(build_collection(BUILD))
+    return build_collection(BUILD)  # a pathlib.Path
 
 
 def collection_checksums(tarball):
