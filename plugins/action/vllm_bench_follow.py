@@ -6,6 +6,12 @@ statuses in status_file (when given) for the ascend-vllm-fleet command's live vi
 ended, collects its async job. One task for all instances of the host and no retries, so a healthy wait of hours
 prints no retry lines; the task fails when a job failed or a run stalled, naming the instance and why.
 
+The runs go on on the host whether or not the controller reaches it, so a poll that cannot reach the host (a dropped
+link, sshd or sudo too slow to answer on a loaded host) is tried again at the next poll: one warning when the host
+stops answering, one line when it answers again. A host that answers no poll for as long as a run may stay silent
+before it counts as stalled (request_timeout_s plus the stall margin) ends the task unreachable, naming each job
+left running and how to carry on.
+
 Arguments: instances (the serving plan's instances), jobs (the registered async launch, one result per
 instance), plans (the registered check-mode run, one result per instance, with its planned groups), results_dir,
 resume, request_timeout_s, poll_interval, started_at (Unix time the runs were launched) and status_file (empty: no
@@ -17,6 +23,7 @@ import os
 import tempfile
 import time
 
+from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -38,6 +45,15 @@ def unreadable_progress(instance, error):
             "folder nothing else writes to, remove the file, then rerun with -e vllm_bench_resume=true once its job "
             "(%s, left as it is: ansible.builtin.async_status with that jid tells whether it still runs) has ended"
             % (instance.progress_path, str(error)[:200], instance.job_id))
+
+
+def unreachable_text(host, instances, waited_s, error):
+    """Why the following of a host's runs ended while they may still run: the host answered no poll for too long."""
+    jobs = ", ".join("%s (job %s)" % (instance.name, instance.job_id) for instance in instances)
+    return ("%s answered no poll for %d s (the last: %s); the benchmark of %s was left running there. Fix: once the "
+            "host answers, ansible.builtin.async_status with each jid tells whether its run still goes on; when it has "
+            "ended, rerun with -e vllm_bench_resume=true to measure only the groups it did not finish"
+            % (host, waited_s, str(error)[:300], jobs))
 
 
 def failure_text(instance):
@@ -95,12 +111,20 @@ class ActionModule(ActionBase):
                               args["results_dir"]) for entry in args["instances"]]
         started_at = args["started_at"]
         polls = 0
+        silent_since = None  # when the host stopped answering the polls, None while it answers
         while True:
             polls += 1
-            for instance in instances:
-                if instance.ended_at is None:
-                    self.poll(instance, polls, started_at, args)
-                    self.announce(host, instance)
+            try:
+                for instance in instances:
+                    if instance.ended_at is None:
+                        self.poll(instance, polls, started_at, args)
+                        self.announce(host, instance)
+            except AnsibleConnectionFailure as error:
+                silent_since = self.unanswered(host, instances, silent_since, started_at, args, error)
+            else:
+                if silent_since is not None:
+                    display.display("[%s] the host answers again after %d s" % (host, time.time() - silent_since))
+                silent_since = None
             if args["status_file"]:
                 self.write_status(args["status_file"], host, started_at, instances)
             if all(instance.ended_at is not None for instance in instances):
@@ -109,7 +133,10 @@ class ActionModule(ActionBase):
         failed = ["%s: %s" % (instance.name, failure_text(instance)) for instance in instances
                   if instance.result.get("failed")]
         result.update(changed=False, instances=[instance.status for instance in instances])
-        if failed:
+        unreachable = [instance.result["msg"] for instance in instances if instance.result.get("unreachable")]
+        if unreachable:
+            result.update(unreachable=True, msg=unreachable[0])
+        elif failed:
             result.update(failed=True, msg="benchmark on %s: %s" % (host, "; ".join(failed)))
         return result
 
@@ -151,6 +178,22 @@ class ActionModule(ActionBase):
             instance.ended_at = time.time()
             if instance.result.get("failed") and instance.status["phase"] not in (progress.FAILED, progress.STALLED):
                 instance.status.update(phase=progress.FAILED, eta_s=None, error=instance.result.get("msg") or "failed")
+
+    def unanswered(self, host, instances, silent_since, started_at, args, error):
+        """A poll that could not reach the host: warn when the host stops answering, give up on its runs once it
+        has answered none for longer than a run may stay silent. Returns when the host stopped answering."""
+        now = time.time()
+        if silent_since is None:
+            display.warning("[%s] the host did not answer a poll (%s); its benchmark runs on there and the next poll "
+                            "tries again" % (host, str(error)[:300]))
+            silent_since = now
+        if now - silent_since > float(args["request_timeout_s"]) + progress.bench_record.STALL_MARGIN_S:
+            running = [instance for instance in instances if instance.ended_at is None]
+            message = unreachable_text(host, running, now - silent_since, error)
+            for instance in running:
+                self.give_up(instance, started_at, message)
+                instance.result["unreachable"] = True
+        return silent_since
 
     @staticmethod
     def give_up(instance, started_at, message):
