@@ -1,5 +1,6 @@
-"""The module_utils files a piece of host code needs there, found from its imports: the host_exporters role copies
-the NPU collector with them, so that its list can miss none (the collector would die at start with an ImportError).
+"""The module_utils files a piece of host code needs there, found from its imports, and their texts: the
+host_exporters role writes the NPU collector with them, so that its list can miss none (the collector would die at
+start with an ImportError).
 """
 import ast
 import os
@@ -46,6 +47,22 @@ def module_utils_closure(folder, root):
     return found[:1] + sorted(found[1:])
 
 
+def module_utils_sources(names, folder):
+    """Each named file of the module_utils folder by its name, with its text as it is (the hosts run it): what the
+    folder_files module writes on a host in one run."""
+    sources = {}
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            with open(path, encoding="utf-8", newline="") as handle:
+                sources[name] = handle.read()
+        except (OSError, ValueError) as error:
+            raise AnsibleFilterError("module_utils_sources: %s cannot be read as text (%s): expected a file of the "
+                                     "collection's module_utils. Fix: name files of %s (module_utils_closure finds "
+                                     "them)" % (path, error, folder)) from None
+    return sources
+
+
 class FilterModule:
     def filters(self):
-        return {"module_utils_closure": module_utils_closure}
+        return {"module_utils_closure": module_utils_closure, "module_utils_sources": module_utils_sources}

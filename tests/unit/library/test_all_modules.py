@@ -85,6 +85,6 @@ def test_the_examples_call_each_module_by_its_full_name(name):
     """Users copy the examples ansible-doc shows: a short name resolves nowhere but in a play naming the collection."""
     examples = yaml.safe_load(importlib.import_module(MODULES + "." + name).EXAMPLES)
     keywords = {"name", "register", "when", "run_once", "loop", "loop_control", "check_mode", "become", "vars",
-                "delegate_to", "changed_when", "failed_when", "until", "retries", "delay", "async", "poll"}
+                "delegate_to", "changed_when", "failed_when", "until", "retries", "delay", "async", "poll", "notify"}
     called = {key for task in examples for key in task if key not in keywords and not key.startswith("ansible.")}
     assert called == {"ascend.fleet." + name}, called

@@ -1,6 +1,6 @@
-"""The NPU collector runs on the hosts from the module_utils files the role copies (host_exporters_npu_modules, found
-by the module_utils_closure filter from the collector's imports): they must be every file its imports reach, or
-the service dies at start with an ImportError."""
+"""The NPU collector runs on the hosts from the module_utils files the role writes (host_exporters_npu_modules, found
+by the module_utils_closure filter from the collector's imports, their texts read by module_utils_sources): they
+must be every file its imports reach, as they are, or the service dies at start with an ImportError."""
 import re
 import shutil
 import subprocess
@@ -10,7 +10,11 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.ascend.fleet.plugins.filter.host_code import PACKAGE, module_utils_closure
+from ansible_collections.ascend.fleet.plugins.filter.host_code import (
+    PACKAGE,
+    module_utils_closure,
+    module_utils_sources,
+)
 from conftest import REPO
 
 ROLE = REPO / "roles" / "host_exporters"
@@ -39,6 +43,25 @@ def imports_alone(folder, files, module):
 def test_the_role_copies_the_closure_of_the_module_its_service_runs():
     copied = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["host_exporters_npu_modules"]
     assert copied == "{{ host_exporters_module_utils | ascend.fleet.module_utils_closure('%s') }}" % collector()
+
+
+def test_the_role_writes_each_of_them_with_its_text_in_one_task():
+    (task,) = yaml.safe_load((ROLE / "tasks" / "npu.yml").read_text())[:1]
+    assert "loop" not in task and task["ascend.fleet.folder_files"]["files"] == (
+        "{{ host_exporters_npu_modules | ascend.fleet.module_utils_sources(host_exporters_module_utils) }}")
+    names = module_utils_closure(str(REPO / "module_utils"), collector())
+    sources = module_utils_sources(names, str(REPO / "module_utils"))
+    assert list(sources) == names
+    assert {name: text.encode() for name, text in sources.items()} == {
+        name: (REPO / "module_utils" / name).read_bytes() for name in names}
+
+
+def test_a_file_that_is_missing_or_no_text_is_refused_naming_it(tmp_path):
+    (tmp_path / "binary.py").write_bytes(b"\xff\xfe")
+    for name in ("gone.py", "binary.py"):
+        expected = r"%s cannot be read as text.*Fix" % re.escape(str(tmp_path / name))
+        with pytest.raises(AnsibleFilterError, match=expected):
+            module_utils_sources([name], str(tmp_path))
 
 
 def test_the_collector_starts_from_the_files_the_filter_finds_and_the_standard_library(tmp_path):
