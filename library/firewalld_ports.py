@@ -243,6 +243,23 @@ def covers(opening, port):
         return False
 
 
+def listed_openings(text):
+    """The ports and the rich rules in what firewall-cmd --list-all prints, as --list-ports and --list-rich-rules
+    print them: the words of its `  ports:` line, and the tab-indented lines after `  rich rules:`, one rule a line
+    (firewall-cmd's format since firewalld 0.3; tests/fixtures/firewalld has one)."""
+    openings, in_rules = set(), False
+    for line in text.splitlines():
+        if in_rules and line.startswith("\t"):
+            if line.strip():
+                openings.add(line.strip())
+            continue
+        key, colon, values = line.strip().partition(":")
+        in_rules = bool(colon) and key == "rich rules"
+        if colon and key == "ports":
+            openings.update(values.split())
+    return openings
+
+
 class FirewallCmd:
     """The firewall-cmd (and ip) calls of the module, all within its deadline (module_utils/deadline.py)."""
 
@@ -309,10 +326,10 @@ class FirewallCmd:
         return self.must("--get-default-zone").strip()
 
     def openings(self, config, zone):
-        """The rich rules and the ports of a zone in one configuration, as firewall-cmd lists them."""
+        """The rich rules and the ports of a zone in one configuration, from one --list-all (each firewall-cmd call
+        costs a Python start on the host and a D-Bus call of firewalld)."""
         flags = dict(CONFIGS)[config] + ("--zone=%s" % zone,)
-        rules = [line.strip() for line in self.must(*(flags + ("--list-rich-rules",))).splitlines() if line.strip()]
-        return set(rules) | set(self.must(*(flags + ("--list-ports",))).split())
+        return listed_openings(self.must(*(flags + ("--list-all",))))
 
     def change(self, config, zone, action, openings):
         """Adds or removes openings, a call for the rich rules and one for the ports: firewall-cmd takes any number

@@ -26,7 +26,8 @@ STATE = os.environ["FAKE_FIREWALLD_STATE"]
 NOT_RUNNING, INVALID_ZONE, INVALID_PORT, INVALID_RULE, USAGE = 252, 112, 102, 122, 2
 ACTIONS = ("--add-rich-rule", "--remove-rich-rule", "--add-port", "--remove-port")
 WITH_VALUE = ("--zone", "--get-zone-of-interface") + ACTIONS
-FLAGS = ("--permanent", "--state", "--reload", "--get-default-zone", "--list-rich-rules", "--list-ports")
+FLAGS = ("--permanent", "--state", "--reload", "--get-default-zone", "--list-rich-rules", "--list-ports",
+         "--list-all")
 
 
 def load():
@@ -75,19 +76,39 @@ def check_opening(kind, value):
     return 0
 
 
+def sorted_ports(ports):
+    """Ordered as the real one orders them: by protocol, then by (first) port number."""
+    return sorted(ports, key=lambda port: (port.split("/")[1], int(port.split("/")[0].split("-")[0])))
+
+
+def list_all(state, zone, settings, permanent):
+    """--list-all as firewalld 1.3.3 prints it (tests/fixtures/firewalld/list-all-1.3.3.txt): the zone, "(active)"
+    in the runtime configuration when an interface is in it, then each setting, the rich rules last."""
+    interfaces = sorted(name for name, bound in state.get("interfaces", {}).items() if bound == zone)
+    lines = [zone + ("" if permanent or not interfaces else " (active)")]
+    lines += ["  %s: %s" % pair for pair in (
+        ("target", "default"), ("icmp-block-inversion", "no"), ("interfaces", " ".join(interfaces)),
+        ("sources", ""), ("services", "dhcpv6-client ssh"), ("ports", " ".join(sorted_ports(settings["ports"]))),
+        ("protocols", ""), ("forward", "yes"), ("masquerade", "no"), ("forward-ports", ""), ("source-ports", ""),
+        ("icmp-blocks", ""), ("rich rules", ""))]
+    lines += ["\t" + rule for rule in settings["rich_rules"]]
+    print("\n".join(lines))
+
+
 def zone_call(state, options, values):
     config = state["permanent" if "--permanent" in options else "runtime"]
     zone = values.get("--zone") or state["default_zone"]
     if zone not in state["permanent"]:
         return fail("Error: INVALID_ZONE: %s" % zone, INVALID_ZONE)
     settings = config.setdefault(zone, {"rich_rules": [], "ports": []})
+    if "--list-all" in options:
+        list_all(state, zone, settings, "--permanent" in options)
+        return 0
     if "--list-rich-rules" in options:
         print("\n".join(settings["rich_rules"]))
         return 0
     if "--list-ports" in options:
-        # Ordered as the real one orders them: by protocol, then by (first) port number.
-        print(" ".join(sorted(settings["ports"], key=lambda port: (port.split("/")[1],
-                                                                   int(port.split("/")[0].split("-")[0])))))
+        print(" ".join(sorted_ports(settings["ports"])))
         return 0
     kinds = sorted({option for option, _value in values["actions"]})
     if not kinds:

@@ -12,6 +12,7 @@ import time
 import pytest
 from module_runs import assert_refused, run_module
 
+from ansible_collections.ascend.fleet.plugins.modules import firewalld_ports
 from conftest import REPO
 
 NAME = "ascend-fleet-exporters"
@@ -122,7 +123,10 @@ def test_each_port_is_opened_to_each_source_in_both_configurations_and_a_second_
 
     again = open_ports(host, ports=[8082, 9100], sources=["10.1.0.0/16", "10.0.9.5"])
     assert again["changed"] is False and again["added"] == again["removed"] == [], again
-    assert calls(host) and writes(host) == []
+    # A converged run reads each configuration once: every firewall-cmd call costs a Python start and a D-Bus call.
+    assert [call[1:] for call in calls(host) if call[0] == "firewall-cmd"] == [
+        ["--state"], ["--get-zone-of-interface=eth0"], ["--get-default-zone"],  # eth0 is in no zone
+        ["--permanent", "--zone=public", "--list-all"], ["--zone=public", "--list-all"]]
     assert both(host)["rich_rules"] == expected
 
 
@@ -286,8 +290,23 @@ def test_what_it_cannot_use_is_refused_and_nothing_changes(host, args, expected)
 
 def test_a_failing_firewall_cmd_is_named_with_its_output(host):
     result = open_ports(host, ports=[9100], zone="nosuch")
-    assert_refused(result, "`%s --permanent --zone=nosuch --list-rich-rules` failed (exit code 112)"
+    assert_refused(result, "`%s --permanent --zone=nosuch --list-all` failed (exit code 112)"
                    % (host / "bin/firewall-cmd"), "Error: INVALID_ZONE: nosuch", "firewall-cmd --get-zones")
+
+
+def test_the_openings_are_read_from_what_a_real_firewall_cmd_lists():
+    """firewalld 1.3.3's --list-all (tests/fixtures/firewalld): its ports and rich rules, not its other settings."""
+    listed = (REPO / "tests/fixtures/firewalld/list-all-1.3.3.txt").read_text()
+    openings = firewalld_ports.listed_openings(listed)
+    assert openings == {"8080/tcp", "9090/tcp", "9093/tcp", rule("172.18.0.7", 8405), rule("172.18.0.7", 9100)}
+    # Nothing but ports and rules: forwarded and source ports, services and an IPv6 rule's colons are not ports.
+    more = listed.replace("  forward-ports: ", "  forward-ports: port=80:proto=tcp:toport=8080:toaddr=")
+    more = more.replace("  source-ports: ", "  source-ports: 1000/tcp")
+    more += '\trule family="ipv6" source address="fd00::7" port port="9100" protocol="tcp" accept\n'
+    assert firewalld_ports.listed_openings(more) == openings | {
+        'rule family="ipv6" source address="fd00::7" port port="9100" protocol="tcp" accept'}
+    empty = "trusted\n  target: ACCEPT\n  ports: \n  rich rules: \n"
+    assert firewalld_ports.listed_openings(empty) == set()
 
 
 def test_a_record_it_did_not_write_is_refused(host):
