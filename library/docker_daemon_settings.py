@@ -76,7 +76,11 @@ backup_file:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.ascend.fleet.plugins.module_utils.daemon_settings import SettingsError, merge
-from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import unexpected_failure
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
+    OptionError,
+    octal_mode,
+    unexpected_failure,
+)
 
 
 def main():
@@ -91,9 +95,9 @@ def main():
     )
     path = module.params["path"]
     try:
-        mode = int(module.params["mode"], 8)
-    except ValueError:
-        module.fail_json(msg="mode %r: expected an octal string such as 0644" % module.params["mode"])
+        mode = octal_mode(module.params, "mode")
+    except OptionError as error:
+        module.fail_json(msg=str(error))
     try:
         changed, before, after, backup_file = merge(path, module.params["settings"], mode, module.check_mode,
                                                     keep=module.backup_local if module.params["backup"] else None)

@@ -77,19 +77,15 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import unexpected_failure
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
+    OptionError,
+    octal_mode,
+    unexpected_failure,
+)
 from ansible_collections.ascend.fleet.plugins.module_utils.vllm_instance import settle_file
 
 # What a file holds that is no UTF-8 text: never equal to a text, so the file is written over.
 NOT_TEXT = object()
-
-
-def octal(module, name):
-    try:
-        return int(module.params[name], 8)
-    except ValueError:
-        module.fail_json(msg="%s %r: expected an octal string such as 0644. Fix: quote it, \"0644\"" % (
-            name, module.params[name]))
 
 
 def check_files(files):
@@ -141,7 +137,7 @@ def settle(dest, files, mode, directory_mode, check_mode):
         path = os.path.join(dest, name)
         if os.path.isdir(path):
             raise ValueError("%s: expected a file, found a folder there. Fix: remove it, then run again" % path)
-        found = found_text(path) if os.path.isdir(dest) else None
+        found = found_text(path)
         changed, _kept = settle_file(path, found, files[name], mode, check_mode)
         if changed:
             written.append(name)
@@ -166,10 +162,10 @@ def main():
     problem = check_files(files)
     if problem:
         module.fail_json(msg=problem)
-    mode, directory_mode = octal(module, "mode"), octal(module, "directory_mode")
     try:
+        mode, directory_mode = octal_mode(module.params, "mode"), octal_mode(module.params, "directory_mode")
         written, diffs = settle(dest, files, mode, directory_mode, module.check_mode)
-    except ValueError as error:
+    except (OptionError, ValueError) as error:
         module.fail_json(msg=str(error))
     except Exception as error:  # anything unforeseen still names the folder, not a traceback
         module.fail_json(msg=unexpected_failure("writing the files of %s" % dest, error))

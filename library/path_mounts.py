@@ -76,7 +76,11 @@ mounts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import unexpected_failure
+from ansible_collections.ascend.fleet.plugins.module_utils.option_checks import (
+    OptionError,
+    octal_mode,
+    unexpected_failure,
+)
 from ansible_collections.ascend.fleet.plugins.module_utils.path_mounts import describe
 
 
@@ -99,10 +103,9 @@ def main():
         module.fail_json(msg="paths %s: expected an absolute path for each use. Fix: give each as /a/path" % (
             ", ".join("%s=%r" % (use, paths[use]) for use in bad)))
     try:
-        mode = int(module.params["mode"], 8)
-    except ValueError:
-        module.fail_json(msg="mode %r: expected an octal string such as 0644. Fix: quote it, \"0644\"" % (
-            module.params["mode"],))
+        mode = octal_mode(module.params, "mode")
+    except OptionError as error:
+        module.fail_json(msg=str(error))
     try:
         changed, mounts, before, after = describe(paths, dest, mode, module.params["timeout"], module.check_mode)
     except Exception as error:  # anything unforeseen still names the file, not a traceback

@@ -51,6 +51,15 @@ def text_given(params, option, expected, fix):
     return value
 
 
+def octal_mode(params, option):
+    """params[option], a file's mode given as an octal string ("0644"), as a number; OptionError otherwise."""
+    try:
+        return int(params[option], 8)
+    except ValueError:
+        raise OptionError('%s %r: expected an octal string such as 0644. Fix: quote it, "0644"'
+                          % (option, params[option])) from None
+
+
 def unexpected_failure(doing, error):
     """The message of a failure no check foresaw: what the module was doing and the error, with no traceback.
 

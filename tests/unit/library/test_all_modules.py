@@ -72,6 +72,17 @@ def test_ansibles_own_checks_name_the_option(name, args, expected):
     assert result["failed"] is True and expected in result["msg"]
 
 
+@pytest.mark.parametrize("name, args", [
+    ("path_mounts", {"paths": {"model": "/m"}, "dest": "/tmp/not-written.prom"}),
+    ("docker_daemon_settings", {"path": "/tmp/not-written.json", "settings": {}}),
+    ("folder_files", {"dest": "/tmp/not-written", "files": {}}),
+])
+def test_a_file_mode_that_is_no_octal_string_is_refused_alike(name, args):
+    """The modules that write files read their mode with option_checks.octal_mode: one message, with the fix."""
+    assert_refused(run_module(name, mode="rw-r--r--", **args), "mode 'rw-r--r--': expected an octal string such as "
+                   "0644", 'Fix: quote it, "0644"')
+
+
 @pytest.mark.parametrize("name", sorted(path.stem for path in (REPO / "library").glob("*.py")))
 def test_each_modules_documentation_is_yaml(name):
     """ansible-doc and the sanity suite read them as YAML: a colon in a sentence breaks a whole module's docs."""
