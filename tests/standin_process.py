@@ -39,7 +39,8 @@ class LocalStandin:
             try:
                 if requests.get(self.url + "/health", timeout=1).status_code == 200:
                     return
-            except requests.ConnectionError:
+            # Still starting: refused, or taken and not answered within the second on a loaded machine.
+            except (requests.ConnectionError, requests.Timeout):
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("stand-in did not start on port %d" % self.port)

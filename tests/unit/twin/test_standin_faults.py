@@ -174,7 +174,8 @@ def run_serve(args):
         try:
             requests.get(url + "/health", timeout=1)
             break
-        except requests.ConnectionError:
+        # A server still starting on a loaded machine may take the connection and answer late.
+        except (requests.ConnectionError, requests.Timeout):
             threading.Event().wait(0.05)
     return url, thread, result
 
