@@ -119,14 +119,15 @@ def test_tuning_is_applied_where_asked_and_a_second_run_changes_nothing(fleet):
     untuned = tuning(fleet[GOOD])
     with open("/proc/sys/vm/swappiness") as ours:
         machine = ours.read()
-    run = fleet.play("--limit", FRESH, playbook="playbooks/host_tuning.yml")
+    # OLD: a host the upgrade reboots (below), on x86_64, where a module costs a fraction of the emulated host's.
+    run = fleet.play("--limit", OLD, playbook="playbooks/host_tuning.yml")
     assert run.rc == 0 and run.changed() == 1, run.stdout
     cpus = len(untuned) - 3
-    assert tuning(fleet[FRESH]) == ["performance"] * cpus + ["0", "0", "50000"]
+    assert tuning(fleet[OLD]) == ["performance"] * cpus + ["0", "0", "50000"]
     assert tuning(fleet[GOOD]) == untuned == ["schedutil"] * cpus + ["60", "1", "500000"]
     with open("/proc/sys/vm/swappiness") as ours:
         assert ours.read() == machine, "a twin host tunes its own files, never this machine's kernel"
-    again = fleet.play("--limit", FRESH, playbook="playbooks/host_tuning.yml")
+    again = fleet.play("--limit", OLD, playbook="playbooks/host_tuning.yml")
     assert again.rc == 0 and again.changed() == 0, again.stdout
 
 
@@ -200,11 +201,11 @@ def test_the_serving_host_is_drained_and_stopped_before_its_packages_then_put_ba
 
 
 def test_the_tuning_is_still_there_after_the_reboot(fleet, upgrade):
-    """The upgrade rebooted FRESH: the boot gave the kernel's defaults back, then applied sysctl.d and tmpfiles.d."""
-    assert tuning(fleet[FRESH])[-3:] == ["0", "0", "50000"] and set(tuning(fleet[FRESH])[:-3]) == {"performance"}
-    run = fleet.play("--limit", ",".join([GOOD, FRESH]), playbook="playbooks/preflight.yml")
+    """The upgrade rebooted OLD: the boot gave the kernel's defaults back, then applied sysctl.d and tmpfiles.d."""
+    assert tuning(fleet[OLD])[-3:] == ["0", "0", "50000"] and set(tuning(fleet[OLD])[:-3]) == {"performance"}
+    run = fleet.play("--limit", ",".join([GOOD, OLD]), playbook="playbooks/preflight.yml")
     assert run.rc == 0, run.stdout
-    assert tuning_warnings(run, FRESH) == [] and len(tuning_warnings(run, GOOD)) == 4
+    assert tuning_warnings(run, OLD) == [] and len(tuning_warnings(run, GOOD)) == 4
 
 
 def test_a_second_run_changes_nothing(fleet):
