@@ -13,6 +13,11 @@ from ansible_collections.ascend.fleet.plugins.plugin_utils import vllm_releases
 RPM_PLATFORM_ID = re.compile(r'^PLATFORM_ID="?platform:(uel|uelc)\d', re.M)
 # What installs packages in each family the roles have settings for.
 PACKAGE_MANAGERS = {"RedHat": ("dnf", "dnf5", "yum"), "Debian": ("apt",)}
+# What asks each family's package database for packages by name, printing "installed" once per package that is:
+# dpkg's status of the package, or rpm's installed packages that provide the name (as dnf's `present` takes it).
+# A name either does not know (a version, a glob) is answered otherwise, so the package manager is asked.
+PACKAGE_QUERIES = {"RedHat": ["rpm", "--query", "--whatprovides", "--queryformat=installed\n"],
+                   "Debian": ["dpkg-query", "--show", "--showformat=${db:Status-Status}\n"]}
 
 
 def first_batch(hosts, serial):
@@ -55,6 +60,7 @@ def host_platform(facts, os_release=""):
         "family": family,
         "reported_family": reported,
         "package_manager": package_manager,
+        "package_query": list(PACKAGE_QUERIES.get(family, ())),
         "distribution": distribution,
         "version": version,
         "label": " ".join(part for part in (distribution, version) if part),

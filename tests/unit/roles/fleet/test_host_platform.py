@@ -56,6 +56,35 @@ def test_a_family_the_roles_have_no_settings_for_keeps_what_ansible_reports():
         "Suse", "zypper", "suse.yml")
 
 
+def test_each_family_asks_its_own_package_database_and_another_family_none():
+    assert host_platform(facts("openEuler", "22.03", "RedHat", "dnf"))["package_query"][:3] == [
+        "rpm", "--query", "--whatprovides"]
+    # UOS Server as ansible-core reports it (Debian, apt): an RPM host, whose database rpm asks.
+    assert host_platform(facts("Uos", "20", "Debian", "apt"), DISTRIBUTIONS["uos"]["files"]["/etc/os-release"])[
+        "package_query"][0] == "rpm"
+    assert host_platform(facts("Debian", "12.11", "Debian", "apt"))["package_query"][0] == "dpkg-query"
+    assert host_platform(facts("SLES", "15.5", "Suse", "zypper"), 'ID="sles"\n')["package_query"] == []
+
+
+DPKG_QUERY = host_platform(facts("Debian", "12.11", "Debian", "apt"))["package_query"]
+
+
+@pytest.mark.parametrize("names,all_installed", [
+    (["dpkg", "bash"], True),
+    (["dpkg", "no-such-package-of-any-distribution"], False),
+    # A version, as apt takes it, is no name the database knows: the package manager decides.
+    (["dpkg=1.0"], False),
+])
+def test_the_debian_query_says_installed_once_per_installed_package_and_otherwise_not(names, all_installed):
+    """The query of roles/fleet/tasks/packages.yml, asked of this machine's dpkg database (the suite runs on Debian or
+    Ubuntu): the task skips the package manager only where the query exits 0 and every line says installed."""
+    answer = subprocess.run(DPKG_QUERY + names, capture_output=True, text=True)
+    lines = answer.stdout.splitlines()
+    assert (answer.returncode == 0 and sorted(set(lines)) == ["installed"]) == all_installed, (answer, lines)
+    if all_installed:
+        assert len(lines) >= len(names)
+
+
 @pytest.mark.parametrize("role", ["ascend_driver", "docker_runtime", "host_exporters", "monitoring"])
 def test_every_role_that_installs_packages_has_settings_for_both_families(role):
     folder = REPO / "roles" / role / "vars"
