@@ -764,12 +764,12 @@ class Twin:
         return state
 
     def base_images(self, architecture):
-        """The Debian roots of an architecture and the base images made from them: the longest part of a first
-        build (minutes, emulated), which needs neither the registry nor the build lock (the cache has its own). The
-        RPM hosts' root is this machine's architecture's only (rpm_host_image)."""
-        for kind in ROOTS:
-            if kind != "rpmhost":
-                self.base_image(kind, architecture)
+        """The Debian roots the host image and the stand-in of an architecture are built from, and the base images
+        made from them: the longest part of a first build (minutes, emulated), which needs neither the registry nor
+        the build lock (the cache has its own). The other roots are this machine's architecture's only: the RPM
+        hosts' (rpm_host_image) and the execution environment's (scripts/ee.py), which runs on the controller."""
+        for kind in sorted({spec[2] for spec in self.image_specs()}):
+            self.base_image(kind, architecture)
 
     @contextlib.contextmanager
     def build_lock(self):
