@@ -14,6 +14,21 @@ from twin import hosts
 MODEL = "Qwen3-VL-8B-Instruct"
 
 
+def health_answers(url, seconds, statuses=(200,)):
+    """Whether a stand-in's /health at url answered with one of statuses (any, for None) within seconds. A server
+    still starting refuses the connection, or on a loaded machine takes it and answers late: asked again."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            status = requests.get(url + "/health", timeout=1).status_code
+            if statuses is None or status in statuses:
+                return True
+        except (requests.ConnectionError, requests.Timeout):
+            pass
+        time.sleep(0.1)
+    return False
+
+
 class LocalStandin:
     """The stand-in `vllm serve` on loopback, over a twin host root, with its own request log."""
 
@@ -34,16 +49,9 @@ class LocalStandin:
              "--enforce-eager", "--dtype", "float16", "--max-num-seqs", str(max_num_seqs), "--host", "127.0.0.1",
              "--port", str(self.port)],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                if requests.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            # Still starting: refused, or taken and not answered within the second on a loaded machine.
-            except (requests.ConnectionError, requests.Timeout):
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("stand-in did not start on port %d" % self.port)
+        if not health_answers(self.url, 20):
+            self.stop()
+            raise RuntimeError("stand-in did not start on port %d" % self.port)
 
     @property
     def url(self):

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 import requests
+from standin_process import health_answers
 
 from conftest import free_port, png_image
 from twin import hosts
@@ -107,15 +108,7 @@ def seed_server(image, host_root):
                    check=True, stdout=subprocess.DEVNULL)
     base = "http://127.0.0.1:%d" % port
     try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                if requests.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            time.sleep(0.2)
-        else:
+        if not health_answers(base, 30):
             logs = subprocess.run(["docker", "logs", name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             pytest.fail("stand-in did not become healthy:\n%s" % logs.stdout.decode())
         yield base, name

@@ -11,6 +11,7 @@ import threading
 import pytest
 import requests
 from standin_host import MODEL, root, serve_args  # noqa: F401  (the fixture)
+from standin_process import health_answers
 
 from conftest import png_image
 from twin import hosts
@@ -170,13 +171,7 @@ def run_serve(args):
     thread = threading.Thread(target=lambda: result.update(status=server.serve(args, model, {})), daemon=True)
     thread.start()
     url = "http://127.0.0.1:%d" % args.port
-    for _ in range(100):
-        try:
-            requests.get(url + "/health", timeout=1)
-            break
-        # A server still starting on a loaded machine may take the connection and answer late.
-        except (requests.ConnectionError, requests.Timeout):
-            threading.Event().wait(0.05)
+    health_answers(url, 20, statuses=None)  # any answer: a test may start it to die or to refuse
     return url, thread, result
 
 
