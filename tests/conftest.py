@@ -143,6 +143,10 @@ def venv_tool(name):
     return str(pathlib.Path(sys.executable).parent / name)
 
 
+# The events ansible-runner gives a task's outcome on a host (its start and async polls are others).
+RESULT_EVENTS = ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable")
+
+
 class PlaybookRun:
     """What one ansible-playbook run reported: exit code, per-host stats and per-task results."""
 
@@ -153,11 +157,12 @@ class PlaybookRun:
         self.stdout = runner.stdout.read()
 
     def results(self, task_name):
-        """host -> result of the task with this name (ok, failed or skipped)."""
+        """host -> result of the task with this name (ok, failed, skipped or unreachable), its event as `_event`;
+        a host the task started on but gave no result is not in it."""
         found = {}
         for event in self.events:
             data = event.get("event_data", {})
-            if event.get("event", "").startswith("runner_on_") and data.get("task") == task_name:
+            if event.get("event") in RESULT_EVENTS and data.get("task") == task_name:
                 found[data["host"]] = dict(data.get("res") or {}, _event=event["event"])
         return found
 

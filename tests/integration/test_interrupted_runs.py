@@ -105,12 +105,21 @@ def test_the_registry_gone_mid_pull_fails_the_pull_and_leaves_the_host_as_it_was
     fleet[HOST].docker("rmi", "quay.io/ascend/vllm-ascend:" + tag, "twin-registry:5000/ascend/vllm-ascend:" + tag)
 
 
-# Twelve short groups on one instance, followed every 2 s: a second or two a group on the twin, time enough to act
-# after the first group's record and more than a page of records after it (a record is under 1 kB).
-TWELVE_GROUPS = {"vllm_bench_preset": "twelve", "vllm_bench_poll_interval": 2, "vllm_bench_presets": {"twelve": {
-    "image_sizes": ["640x480"], "max_tokens": [16, 32], "concurrency": [1, 2, 3, 4, 5, 6], "requests_per_group": 6}}}
-EVERY_GROUP = sorted((tokens, users) for tokens in (16, 32) for users in range(1, 7))
+# Twelve groups on one instance, followed every 2 s: 16 and 32 tokens are a fraction of a second a group on the twin,
+# and twelve records are more than a page (a record is under 1 kB). A test that acts after the first group's record
+# while the run goes on asks for longer answers: the reboot test, whose host goes down seconds after it is told to
+# (docker exec under load, then the twin's reboot), and which with short groups has seen all twelve recorded first.
+SHORT_ANSWERS, LONG_ANSWERS = (16, 32), (128, 256)
 
+
+def twelve_groups(max_tokens):
+    return {"vllm_bench_preset": "twelve", "vllm_bench_poll_interval": 2, "vllm_bench_presets": {"twelve": {
+        "image_sizes": ["640x480"], "max_tokens": list(max_tokens), "concurrency": [1, 2, 3, 4, 5, 6],
+        "requests_per_group": 6}}}
+
+
+def every_group(max_tokens):
+    return sorted((tokens, users) for tokens in max_tokens for users in range(1, 7))
 
 def group_lines(text):
     """The whole group records of a results file's text (answer checks and a line cut mid-write left out)."""
@@ -125,9 +134,9 @@ def group_lines(text):
     return records
 
 
-def benchmark_settings(tmp_path, results_dir, **more):
+def benchmark_settings(tmp_path, results_dir, max_tokens=SHORT_ANSWERS, **more):
     settings = tmp_path / ("bench-%d.json" % len(list(tmp_path.glob("bench-*.json"))))
-    settings.write_text(json.dumps(dict(TWELVE_GROUPS, vllm_bench_results_dir=results_dir,
+    settings.write_text(json.dumps(dict(twelve_groups(max_tokens), vllm_bench_results_dir=results_dir,
                                         vllm_bench_reports_dir=str(tmp_path / "reports"), **more)))
     return "@%s" % settings
 
@@ -158,7 +167,7 @@ def test_a_full_disk_during_a_results_write_loses_no_recorded_group_and_a_resume
         assert resumed.rc == 0, resumed.stdout
         final = host.read_text(results)
         assert final.startswith(recorded.rsplit("\n", 1)[0]), "a line recorded before the disk filled changed"
-        assert sorted((r["max_tokens"], r["concurrency"]) for r in group_lines(final)) == EVERY_GROUP
+        assert sorted((r["max_tokens"], r["concurrency"]) for r in group_lines(final)) == every_group(SHORT_ANSWERS)
     finally:
         host.exec("umount", folder, check=False)
 
@@ -170,7 +179,7 @@ def test_a_host_rebooted_mid_benchmark_then_resumed_loses_no_recorded_group(flee
     was (each record is on disk before the next group starts), and every group ends with a reliable record."""
     host, folder = fleet[HOST], "/var/lib/vllm-bench-reboot"
     results = "%s/%s.jsonl" % (folder, NAME)
-    started = fleet.start("--limit", HOST, "-e", benchmark_settings(tmp_path, folder),
+    started = fleet.start("--limit", HOST, "-e", benchmark_settings(tmp_path, folder, LONG_ANSWERS),
                           playbook="playbooks/benchmark.yml")
     wait_until(lambda: host.exists(results) and group_lines(host.read_text(results)), "the first group's record")
     host.exec("shutdown", "-r", "now")
@@ -180,13 +189,14 @@ def test_a_host_rebooted_mid_benchmark_then_resumed_loses_no_recorded_group(flee
         wait_until(lambda: serves_now(fleet, HOST), "the instance serves again after the reboot", timeout=600)
     measured_well = [record for record in group_lines(host.read_text(results)) if not record.get("unreliable")]
     assert measured_well and len(measured_well) < 12
-    resumed = fleet.play("--limit", HOST, "-e", benchmark_settings(tmp_path, folder, vllm_bench_resume=True),
+    resumed = fleet.play("--limit", HOST, "-e", benchmark_settings(tmp_path, folder, LONG_ANSWERS,
+                                                                 vllm_bench_resume=True),
                          playbook="playbooks/benchmark.yml")
     assert resumed.rc == 0, resumed.stdout
     final = group_lines(host.read_text(results))
     assert all(record in final for record in measured_well), "a group measured before the reboot changed"
     latest = {(record["max_tokens"], record["concurrency"]): record for record in final}  # a later line wins
-    assert sorted(latest) == EVERY_GROUP and not [key for key, r in latest.items() if r.get("unreliable")]
+    assert sorted(latest) == every_group(LONG_ANSWERS) and not [key for key, r in latest.items() if r.get("unreliable")]
     keys = [(record["max_tokens"], record["concurrency"]) for record in final]
     assert all(keys.count((r["max_tokens"], r["concurrency"])) == 1 for r in measured_well), "measured again"
     host.exec("rm", "-rf", folder)

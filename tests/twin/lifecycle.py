@@ -69,10 +69,11 @@ SERVE_OPTIONS = REPO / "tests" / "fixtures" / "vllm-serve-options"
 # quay.io's tag of the same release for another chip (Atlas A2, 910B): the stand-in with the SOC_VERSION that
 # image sets, which fails on a 310P after its load, as the real one does.
 OTHER_CHIP_TAGS = {"v0.18.0rc1": "ascend910b1"}
-# Other builds of the 310P release, for the canary gate: kernels 30 % and 60 % slower, as new vllm-ascend images have
-# been on 310P (vllm-ascend #7670, #17160).
+# Other builds of the 310P release, for the canary gate: kernels 30 % slower, as new vllm-ascend images have been on
+# 310P (vllm-ascend #7670, #17160), and three times slower, which no load of this machine between a baseline and its
+# canary hides.
 VARIANT_TAGS = {"v0.18.0rc1-310p-slower": "ENV VLLM_TWIN_SLOWDOWN=1.3",
-                "v0.18.0rc1-310p-much-slower": "ENV VLLM_TWIN_SLOWDOWN=1.6"}
+                "v0.18.0rc1-310p-much-slower": "ENV VLLM_TWIN_SLOWDOWN=3"}
 # The registry also serves the 310P tags under quay.io's own path, as a prefix-style mirror does
 # (m.daocloud.io/quay.io/ascend/vllm-ascend): <registry>/quay.io/ascend/vllm-ascend.
 PREFIX = "quay.io"
@@ -643,7 +644,10 @@ class Twin:
     def push_standin(self, state):
         """Every tag of the registry, for every architecture built: one multi-arch tag each, as quay.io's."""
         builds = state["build_tags"]
-        source = " ".join(sorted(builds.values()))
+        derived = dict(VARIANT_TAGS, **release_tags(), **{image_tag: "ENV SOC_VERSION=%s" % soc_version
+                                                          for image_tag, soc_version in OTHER_CHIP_TAGS.items()})
+        # The derived tags' lines count too: a variant whose line changed is pushed again from the same builds.
+        source = " ".join(sorted(builds.values()) + ["%s=%s" % item for item in sorted(derived.items())])
         if state.get("pushed_source") == source and self._registry_has_tags(builds):
             return
         pushed = []
@@ -651,8 +655,6 @@ class Twin:
             for repository in (IMAGE_REPOSITORY, "%s/%s" % (PREFIX, IMAGE_REPOSITORY)):
                 self.push_multiarch(repository, image_tag, builds)
                 pushed.append("%s:%s" % (repository, image_tag))
-        derived = dict(VARIANT_TAGS, **release_tags(), **{image_tag: "ENV SOC_VERSION=%s" % soc_version
-                                                          for image_tag, soc_version in OTHER_CHIP_TAGS.items()})
         for image_tag, line in sorted(derived.items()):
             variants = {}
             for architecture, build_tag in builds.items():
