@@ -100,10 +100,12 @@ class PlayFleet:
         assert diagnosis.exists(), run.stdout
         return run, json.loads(diagnosis.read_text())
 
-    def ad_hoc(self, host, module, args=""):
-        """The result of `ansible HOST -m MODULE -a ARGS` against the fleet's inventory, as an operator runs it."""
+    def ad_hoc(self, host, module, args="", *options):
+        """The result of `ansible HOST -m MODULE -a ARGS [OPTIONS]` against the fleet's inventory, as an operator runs
+        it."""
         self.write()
-        done = subprocess.run([venv_tool("ansible"), host, "-i", str(self.inventory), "-m", module, "-a", args],
+        done = subprocess.run([venv_tool("ansible"), host, "-i", str(self.inventory), "-m", module, "-a", args,
+                               *options],
                               cwd=str(REPO), env=dict(repository_config(), ANSIBLE_CALLBACK_RESULT_FORMAT="json"),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=600)
         assert " => " in done.stdout, done.stdout

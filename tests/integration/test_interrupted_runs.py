@@ -71,6 +71,20 @@ def test_an_ssh_cut_mid_server_phase_is_recovered_by_the_next_run(fleet):
     fleet.restore()
 
 
+def test_a_connection_that_fails_twice_is_tried_again_and_the_task_runs(fleet, tmp_path):
+    """The SSH client fails the first two times Ansible runs it (exit 255, as a dropped link, a reset or a sudo
+    prompt late on a loaded host end it): with the repository's ansible.cfg the task runs at a later attempt, and
+    the host is not given up as unreachable."""
+    attempts, flaky = tmp_path / "attempts", tmp_path / "flaky-ssh"
+    flaky.write_text('#!/bin/sh\necho "$*" >> %s\n'
+                     'if [ "$(wc -l < %s)" -le 2 ]; then echo "Connection reset by peer" >&2; exit 255; fi\n'
+                     'exec ssh "$@"\n' % (attempts, attempts))
+    flaky.chmod(0o755)
+    result = fleet.ad_hoc(HOST, "ansible.builtin.ping", "", "-e", "ansible_ssh_executable=%s" % flaky)
+    assert result.get("ping") == "pong", result
+    assert len(attempts.read_text().splitlines()) >= 3
+
+
 def test_the_registry_gone_mid_pull_fails_the_pull_and_leaves_the_host_as_it_was(fleet):
     """The mirror stops while a host pulls a new image (500 MB of layers it has not got). Nothing lost means the
     run fails naming what it pulled from where, the serving container is untouched, no half-pulled image carries
