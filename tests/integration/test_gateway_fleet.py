@@ -853,11 +853,12 @@ def test_a_later_release_carried_in_an_archive_loads_into_an_empty_site_registry
         assert sorted(path.name for path in (tmp_path / "carry").iterdir()) == ["damaged.tar", "fleet-images.tar"]
         assert not fleet[HOST_A].exists("/var/tmp/" + held["file"].rsplit("/", 1)[1]), "the copy stays on the host"
         # The baseline was measured minutes ago, and the suite's other worker may have started or ended emulated
-        # aarch64 hosts since: this machine's load moved an equal image by up to 12 % here (benchmarks/
-        # canary_false_alarm.py --busy measures such drift). The test holds what a passing gate does; the gate's
-        # threshold against a slower image is held by the test above, at the default 10 %. The stand-in is as fast
-        # as every release.
-        run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + LATER, "-e", "fleet_canary_max_regression=0.25",
+        # aarch64 hosts since: this machine's load has moved an equal image by 12 % (benchmarks/canary_false_alarm.py
+        # --busy measures such drift) and, under CI, a 60 % slower one by nothing, so an equal one may come out 60 %
+        # slower. The test holds what a passing gate does, at a threshold near the largest (p95 latency 1.95 times the
+        # baseline's); the gate's threshold against a slower image is held by the test above, at the default 10 %.
+        # The stand-in is as fast as every release.
+        run = fleet.play(*CANARY_ROLL, "-e", "fleet_image=" + LATER, "-e", "fleet_canary_max_regression=0.95",
                          "-e", "fleet_image_registry_mirror=" + pulled_from)
         gated = run.results(GATE)
         assert len(gated) == 1, run.stdout
