@@ -1,7 +1,7 @@
 """Runs cut short or overlapping, on the shared single host: a second run while one changes the host, the SSH
-connection cut mid-server-phase, the registry gone mid-pull, a full disk while the benchmark writes its results,
-the host rebooted mid-benchmark. Each test says what "nothing lost" means
-there and asserts it, then leaves the host as the deploy did."""
+connection cut mid-server-phase, an SSH connection that fails and is tried again, the registry gone mid-pull, a full
+disk while the benchmark writes its results, the host rebooted mid-benchmark. Each test says what "nothing lost"
+means there and asserts it, then leaves the host as the deploy did."""
 import json
 import os
 
