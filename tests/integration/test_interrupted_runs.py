@@ -135,6 +135,7 @@ def twelve_groups(max_tokens):
 def every_group(max_tokens):
     return sorted((tokens, users) for tokens in max_tokens for users in range(1, 7))
 
+
 def group_lines(text):
     """The whole group records of a results file's text (answer checks and a line cut mid-write left out)."""
     records = []
