@@ -1,0 +1,100 @@
+"""The tests' Ansible runs keep their module payloads for the next run (tests/ansible_plugins/callback/
+kept_ansiballz.py), under a name that changes with anything a payload is made of."""
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+
+CALLBACK = REPO / "tests" / "ansible_plugins" / "callback" / "kept_ansiballz.py"
+PLAYBOOK = """\
+- name: Two modules of ansible-core and one of ascend.fleet
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Ping
+      ansible.builtin.ping:
+    - name: Stat
+      ansible.builtin.stat:
+        path: /
+    - name: A module of the collection
+      ascend.fleet.folder_files:
+        dest: {folder}
+        files: {{}}
+"""
+
+
+@pytest.fixture(scope="module")
+def kept():
+    spec = importlib.util.spec_from_file_location("kept_ansiballz", str(CALLBACK))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def collection(base, module_text):
+    (base / "plugins" / "modules").mkdir(parents=True)
+    (base / "plugins" / "module_utils").mkdir()
+    (base / "plugins" / "modules" / "probe.py").write_text(module_text)
+    (base / "plugins" / "module_utils" / "shared.py").write_text("VALUE = 1\n")
+    return base
+
+
+def test_the_name_changes_with_a_module_file_a_module_utils_file_and_the_collections_path(kept, tmp_path):
+    first = collection(tmp_path / "a", "print(1)\n")
+    key = kept.payloads_key(first)
+    assert kept.payloads_key(first) == key
+    assert kept.payloads_key(collection(tmp_path / "b", "print(1)\n")) != key
+    (first / "plugins" / "modules" / "probe.py").write_text("print(2)\n")
+    assert kept.payloads_key(first) not in (key, kept.payloads_key(tmp_path / "b"))
+    second = kept.payloads_key(first)
+    (first / "plugins" / "module_utils" / "shared.py").write_text("VALUE = 2\n")
+    assert kept.payloads_key(first) != second
+    assert kept.payloads_key(None) != key
+
+
+def run(tmp_path):
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "local"),
+               ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
+    done = subprocess.run(["ansible-playbook", "-i", "localhost,", "-c", "local", "-e",
+                           "ansible_python_interpreter=" + sys.executable, str(tmp_path / "play.yml")],
+                          cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, check=False)
+    assert done.returncode == 0, done.stdout
+    assert "ok=3" in done.stdout, done.stdout
+    return done
+
+
+def test_a_second_run_uses_the_payloads_the_first_built_and_the_runs_own_folder_goes(kept, tmp_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "play.yml").write_text(PLAYBOOK.format(folder=tmp_path / "folder"))
+    run(tmp_path)
+    [folder] = (tmp_path / "cache" / "ascend-vllm-fleet-tests" / "ansiballz").iterdir()
+    assert folder.name == kept.payloads_key(REPO / "collections" / "ansible_collections" / "ascend" / "fleet")
+    payloads = {path.name: path.stat().st_mtime_ns for path in folder.iterdir() if not path.name.endswith(".lock")}
+    assert set(payloads) == {"ansible.modules.ping-ZIP_DEFLATED-none", "ansible.modules.stat-ZIP_DEFLATED-none",
+                             "ansible_collections.ascend.fleet.plugins.modules.folder_files-ZIP_DEFLATED-none"}
+    run(tmp_path)
+    assert {path.name: path.stat().st_mtime_ns for path in folder.iterdir()
+            if not path.name.endswith(".lock")} == payloads
+    # ansible-core removes each run's temporary folder; the link in it goes, the payloads stay.
+    assert list((tmp_path / "local").iterdir()) == []
+
+
+def test_a_folder_no_run_used_for_a_week_is_removed_and_a_recent_one_kept(tmp_path):
+    kept_root = tmp_path / "cache" / "ascend-vllm-fleet-tests" / "ansiballz"
+    old, recent = kept_root / "0ld", kept_root / "recent"
+    for folder in (old, recent):
+        folder.mkdir(parents=True)
+        (folder / "payload").write_text("x")
+    week_ago = time.time() - 8 * 86400
+    os.utime(str(old), (week_ago, week_ago))
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "play.yml").write_text(PLAYBOOK.format(folder=tmp_path / "folder"))
+    run(tmp_path)
+    assert not old.exists()
+    assert (recent / "payload").exists()
