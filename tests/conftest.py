@@ -26,8 +26,9 @@ SEED_COMMANDS = REPO / "tests" / "fixtures" / "seed" / "deploy-commands.txt"
 # Playbooks run with the tools of the Python running the tests, as `scripts/dev test` runs them.
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(sys.executable)),
                                       os.environ.get("PATH", "")])
-# Every Ansible run the tests start keeps its module payloads for the next (tests/ansible_plugins/callback/
-# kept_ansiballz.py): a third of a run's CPU on the controller is spent building them.
+# Every Ansible run the tests start keeps its module payloads for the next and imports the collection's filters once
+# (tests/ansible_plugins/callback/): building the one and importing the other in every worker are half of a converged
+# run's CPU on the controller.
 os.environ["ANSIBLE_CALLBACK_PLUGINS"] = os.pathsep.join(
     filter(None, [str(REPO / "tests" / "ansible_plugins" / "callback"), os.environ.get("ANSIBLE_CALLBACK_PLUGINS")]))
 

@@ -1,6 +1,8 @@
-"""The tests' Ansible runs keep their module payloads for the next run (tests/ansible_plugins/callback/
-kept_ansiballz.py), under a name that changes with anything a payload is made of."""
+"""The callbacks of every Ansible run the tests start (tests/ansible_plugins/callback/): module payloads kept for the
+next run, under a name that changes with anything a payload is made of (kept_ansiballz.py), and the collection's
+filters imported once, before the first task forks a worker (preloaded_filters.py)."""
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +12,7 @@ import pytest
 
 from conftest import REPO
 
-CALLBACK = REPO / "tests" / "ansible_plugins" / "callback" / "kept_ansiballz.py"
+CALLBACKS = REPO / "tests" / "ansible_plugins" / "callback"
 PLAYBOOK = """\
 - name: Two modules of ansible-core and one of ascend.fleet
   hosts: localhost
@@ -30,7 +32,7 @@ PLAYBOOK = """\
 
 @pytest.fixture(scope="module")
 def kept():
-    spec = importlib.util.spec_from_file_location("kept_ansiballz", str(CALLBACK))
+    spec = importlib.util.spec_from_file_location("kept_ansiballz", str(CALLBACKS / "kept_ansiballz.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -98,3 +100,32 @@ def test_a_folder_no_run_used_for_a_week_is_removed_and_a_recent_one_kept(tmp_pa
     run(tmp_path)
     assert not old.exists()
     assert (recent / "payload").exists()
+
+
+# In a Python of its own, whose imports are its own: the callback made as Ansible makes it, then a filter looked up as
+# a template does; prints the collection's filter modules the lookup imported, and the module of the filter's code.
+LOOKUP = """
+import importlib.util, json, sys
+import ascend_vllm_fleet
+from ansible.plugins.loader import filter_loader
+spec = importlib.util.spec_from_file_location("preloaded_filters", sys.argv[1])
+callback = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(callback)
+callback.CallbackModule()
+before = set(sys.modules)
+found = filter_loader.get("ascend.fleet.gateway_server_name")
+print(json.dumps({"imported": sorted(name for name in set(sys.modules) - before
+                                     if name.startswith("ansible_collections.")),
+                  "preloaded": sorted(name for name in before if name.startswith(callback.FILTERS + ".")),
+                  "module": found.j2_function.__module__}))
+"""
+
+
+def test_a_filter_looked_up_after_the_callback_imports_no_filter_file_again():
+    done = subprocess.run([sys.executable, "-c", LOOKUP, str(CALLBACKS / "preloaded_filters.py")], cwd=str(REPO),
+                          stdout=subprocess.PIPE, universal_newlines=True, check=True)
+    seen = json.loads(done.stdout)
+    files = sorted(path.stem for path in (REPO / "plugins" / "filter").glob("*.py"))
+    assert seen["preloaded"] == ["ansible_collections.ascend.fleet.plugins.filter." + stem for stem in files]
+    assert seen["imported"] == []
+    assert seen["module"] == "ansible_collections.ascend.fleet.plugins.filter.gateway"
