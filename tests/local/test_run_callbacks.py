@@ -13,6 +13,8 @@ import pytest
 from conftest import REPO
 
 CALLBACKS = REPO / "tests" / "ansible_plugins" / "callback"
+# Where the payloads are kept under XDG_CACHE_HOME, which run() sets to tmp_path / "cache".
+KEPT = "cache/ascend-vllm-fleet-tests/ansiballz"
 PLAYBOOK = """\
 - name: Two modules of ansible-core and one of ascend.fleet
   hosts: localhost
@@ -59,6 +61,12 @@ def test_the_name_changes_with_a_module_file_a_module_utils_file_and_the_collect
     assert kept.payloads_key(None) != key
 
 
+def play(tmp_path):
+    """The playbook above in tmp_path, with the folder its collection's module writes to."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "play.yml").write_text(PLAYBOOK.format(folder=tmp_path / "folder"))
+
+
 def run(tmp_path):
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "local"),
                ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
@@ -72,10 +80,9 @@ def run(tmp_path):
 
 
 def test_a_second_run_uses_the_payloads_the_first_built_and_the_runs_own_folder_goes(kept, tmp_path):
-    (tmp_path / "folder").mkdir()
-    (tmp_path / "play.yml").write_text(PLAYBOOK.format(folder=tmp_path / "folder"))
+    play(tmp_path)
     run(tmp_path)
-    [folder] = (tmp_path / "cache" / "ascend-vllm-fleet-tests" / "ansiballz").iterdir()
+    [folder] = (tmp_path / KEPT).iterdir()
     assert folder.name == kept.payloads_key(REPO / "collections" / "ansible_collections" / "ascend" / "fleet")
     payloads = {path.name: path.stat().st_mtime_ns for path in folder.iterdir() if not path.name.endswith(".lock")}
     assert set(payloads) == {"ansible.modules.ping-ZIP_DEFLATED-none", "ansible.modules.stat-ZIP_DEFLATED-none",
@@ -88,15 +95,14 @@ def test_a_second_run_uses_the_payloads_the_first_built_and_the_runs_own_folder_
 
 
 def test_a_folder_no_run_used_for_a_week_is_removed_and_a_recent_one_kept(tmp_path):
-    kept_root = tmp_path / "cache" / "ascend-vllm-fleet-tests" / "ansiballz"
+    kept_root = tmp_path / KEPT
     old, recent = kept_root / "0ld", kept_root / "recent"
     for folder in (old, recent):
         folder.mkdir(parents=True)
         (folder / "payload").write_text("x")
     week_ago = time.time() - 8 * 86400
     os.utime(str(old), (week_ago, week_ago))
-    (tmp_path / "folder").mkdir()
-    (tmp_path / "play.yml").write_text(PLAYBOOK.format(folder=tmp_path / "folder"))
+    play(tmp_path)
     run(tmp_path)
     assert not old.exists()
     assert (recent / "payload").exists()

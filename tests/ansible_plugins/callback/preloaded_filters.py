@@ -35,5 +35,4 @@ class CallbackModule(CallbackBase):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for path in filter_files():
-            if path.stem != "__init__":
-                importlib.import_module("%s.%s" % (FILTERS, path.stem))
+            importlib.import_module("%s.%s" % (FILTERS, path.stem))
