@@ -188,6 +188,70 @@ def test_a_second_site_run_changes_nothing_monitoring_included(fleet):
         (HOST_A, HOST_B, GATEWAY), "runner_on_skipped"), installs
 
 
+def test_the_quick_start_commands_as_written(fleet, tmp_path):
+    """The tools after the demo: a phase alone, check mode (every phase on, gateway and monitoring included: it
+    changes nothing on the converged fleet), the per_card layout, the tuning playbook, an ad-hoc command and the
+    twin's status; and the README's Prometheus pages. It follows the second run, so check mode finds the fleet as
+    that run left it; the next test rolls on from per_card to auto, and back."""
+    outputs = as_written(fleet, "test_the_quick_start_commands_as_written", tmp_path)
+    (checked,) = [output for command, output in outputs.items() if "--check" in command]
+    assert set(recap(checked)) == {HOST_A, HOST_B, GATEWAY}, checked[-4000:]
+    assert changed_tasks(checked) == [], changed_tasks(checked)
+    assert {fleet[host].inspect(NAME) is None for host in (HOST_A, HOST_B)} == {True}, "per_card replaced nothing"
+    # The pages the README points to on the monitoring host (the demo's is twin-gw): Prometheus and Alertmanager.
+    pages = set(re.findall(r"http://<(?:twin-gw|monitoring host)>:(%d|%d)(/[\w/]*)?" % (
+        PROMETHEUS_PORT, ALERTMANAGER_PORT), README_TEXT))
+    assert {port for port, _ in pages} == {str(PROMETHEUS_PORT), str(ALERTMANAGER_PORT)}, pages
+    for port, path in pages:
+        answer = requests.get(fleet[GATEWAY].url(int(port)) + (path or "/"), timeout=30)
+        assert answer.status_code == 200, "http://<twin-gw>:%s%s answers %d" % (port, path, answer.status_code)
+
+
+def test_auto_serves_per_chip_where_the_model_fits_and_rolls_failing_no_request(fleet, tmp_path):
+    """The README's auto roll (one host at a time, the canary on) while users send through the gateway, from the
+    per_card layout the quick start left: HOST_A's eight 44 GB chips each serve an instance, HOST_B's 21 GB chips
+    keep one per card; the instances the switch removes are drained first, the new ones join the gateway as they
+    serve, the canary sends HOST_A's the image sizes that break builds, and Prometheus scrapes each. Then a whole run
+    puts the single layout back, which the module's other tests take: the layouts' switches are planned
+    replacements, which fire no restart alert."""
+    try:
+        with Users(fleet[GATEWAY].url(PORT), fleet.api_key(), 4) as users:
+            (rolled,) = as_written(fleet,
+                                   "test_auto_serves_per_chip_where_the_model_fits_and_rolls_failing_no_request",
+                                   tmp_path).values()
+        failed = [r.error for r in users.results if r.error]
+        assert len(users.results) > 20 and failed == [], failed
+        a, b = plan_of(fleet, HOST_A), plan_of(fleet, HOST_B)
+        assert (a["layout"], [i["name"] for i in a["instances"]]) == ("per_chip", PER_CHIP)
+        assert a["layout_reason"].startswith("auto: per_chip, as the model fits one chip with 10% to spare")
+        assert (b["layout"], [i["name"] for i in b["instances"]]) == ("per_card", PER_CARD)
+        assert "does not fit one chip" in b["layout_reason"] and "20940 MB" in b["layout_reason"], b["layout_reason"]
+        assert {i["tensor_parallel_size"] for i in a["instances"]} == {1}
+        args = fleet[HOST_A].inspect(PER_CHIP[0])["Args"]
+        assert args[args.index("--tensor-parallel-size") + 1] == "1"
+        assert fleet[HOST_A].inspect(NAME) is None and fleet[HOST_B].inspect(NAME) is None
+        # The canary batch (HOST_A) sent each of its new instances the image sizes that break builds, before the
+        # later batch went on; they have no baseline to be measured against.
+        probed = set(re.findall(r"ok: \[(\S+)\] => \(item=(\S+) 2560x1440\)", rolled))
+        assert probed == {(HOST_A, name) for name in PER_CHIP}, probed
+        expected = ["%s:%s" % (HOST_A, name) for name in PER_CHIP] + ["%s:%s" % (HOST_B, name) for name in PER_CARD]
+        assert sorted(servers(fleet)) == sorted(expected), servers(fleet)
+        assert all(status == "UP" for status, _, _ in servers(fleet).values()), servers(fleet)
+
+        def scraped():
+            return sorted((target["labels"]["host"], target["health"])
+                          for target in prometheus(fleet, "targets")["activeTargets"]
+                          if target["labels"]["job"] == "vllm")
+        wait_until(lambda: scraped() == [(HOST_A, "up")] * 8 + [(HOST_B, "up")] * 2, "every instance scraped", 60)
+    finally:
+        back = fleet.play()
+    assert back.rc == 0, back.stdout
+    time.sleep(2 * (SCRAPE_S + EVALUATION_S))
+    restarting = [alert for alert in prometheus(fleet, "alerts")["alerts"]
+                  if alert["labels"]["alertname"] == "VllmRestarting"]
+    assert restarting == [], restarting
+
+
 # What ansible-core 2.19's facts say of each host (distribution, version, os_family, pkg_mgr), as of the real
 # distributions (its own fixtures of their facts): UOS Server as the Debian family with apt, which it has not.
 # Debian's version is its point release (12.x).
@@ -568,73 +632,6 @@ def test_a_length_that_cannot_fit_a_48_gb_chip_is_refused_before_any_container_c
                  "Fix: serve on more chips per instance"):
         assert said in message, (said, message)
     assert fleet[HOST_B].inspect(NAME)["Id"] == before and fleet[HOST_B].read_text(PLAN_FILE) == plan
-
-
-def test_the_quick_start_commands_as_written(fleet, tmp_path):
-    """The tools after the demo: a phase alone, check mode (every phase on, gateway and monitoring included: it
-    changes nothing on the converged fleet), the per_card layout, the tuning playbook, an ad-hoc command and the
-    twin's status; and the README's Prometheus pages. The next test rolls on from per_card to auto, and back."""
-    # The rolling replacement above left a host on settings of its own: a whole run puts the inventory's back, the
-    # gateway's and monitoring's configs with it (check mode below finds nothing to change).
-    converged = fleet.play()
-    assert converged.rc == 0, converged.stdout
-    outputs = as_written(fleet, "test_the_quick_start_commands_as_written", tmp_path)
-    (checked,) = [output for command, output in outputs.items() if "--check" in command]
-    assert set(recap(checked)) == {HOST_A, HOST_B, GATEWAY}, checked[-4000:]
-    assert changed_tasks(checked) == [], changed_tasks(checked)
-    assert {fleet[host].inspect(NAME) is None for host in (HOST_A, HOST_B)} == {True}, "per_card replaced nothing"
-    # The pages the README points to on the monitoring host (the demo's is twin-gw): Prometheus and Alertmanager.
-    pages = set(re.findall(r"http://<(?:twin-gw|monitoring host)>:(%d|%d)(/[\w/]*)?" % (
-        PROMETHEUS_PORT, ALERTMANAGER_PORT), README_TEXT))
-    assert {port for port, _ in pages} == {str(PROMETHEUS_PORT), str(ALERTMANAGER_PORT)}, pages
-    for port, path in pages:
-        answer = requests.get(fleet[GATEWAY].url(int(port)) + (path or "/"), timeout=30)
-        assert answer.status_code == 200, "http://<twin-gw>:%s%s answers %d" % (port, path, answer.status_code)
-
-
-def test_auto_serves_per_chip_where_the_model_fits_and_rolls_failing_no_request(fleet, tmp_path):
-    """The README's auto roll (one host at a time, the canary on) while users send through the gateway, from the
-    per_card layout the quick start left: HOST_A's eight 44 GB chips each serve an instance, HOST_B's 21 GB chips
-    keep one per card; the instances the switch removes are drained first, the new ones join the gateway as they
-    serve, the canary sends HOST_A's the image sizes that break builds, and Prometheus scrapes each. Then a whole run
-    puts the single layout back, which the module's other tests take: the layouts' switches are planned
-    replacements, which fire no restart alert."""
-    try:
-        with Users(fleet[GATEWAY].url(PORT), fleet.api_key(), 4) as users:
-            (rolled,) = as_written(fleet,
-                                   "test_auto_serves_per_chip_where_the_model_fits_and_rolls_failing_no_request",
-                                   tmp_path).values()
-        failed = [r.error for r in users.results if r.error]
-        assert len(users.results) > 20 and failed == [], failed
-        a, b = plan_of(fleet, HOST_A), plan_of(fleet, HOST_B)
-        assert (a["layout"], [i["name"] for i in a["instances"]]) == ("per_chip", PER_CHIP)
-        assert a["layout_reason"].startswith("auto: per_chip, as the model fits one chip with 10% to spare")
-        assert (b["layout"], [i["name"] for i in b["instances"]]) == ("per_card", PER_CARD)
-        assert "does not fit one chip" in b["layout_reason"] and "20940 MB" in b["layout_reason"], b["layout_reason"]
-        assert {i["tensor_parallel_size"] for i in a["instances"]} == {1}
-        args = fleet[HOST_A].inspect(PER_CHIP[0])["Args"]
-        assert args[args.index("--tensor-parallel-size") + 1] == "1"
-        assert fleet[HOST_A].inspect(NAME) is None and fleet[HOST_B].inspect(NAME) is None
-        # The canary batch (HOST_A) sent each of its new instances the image sizes that break builds, before the
-        # later batch went on; they have no baseline to be measured against.
-        probed = set(re.findall(r"ok: \[(\S+)\] => \(item=(\S+) 2560x1440\)", rolled))
-        assert probed == {(HOST_A, name) for name in PER_CHIP}, probed
-        expected = ["%s:%s" % (HOST_A, name) for name in PER_CHIP] + ["%s:%s" % (HOST_B, name) for name in PER_CARD]
-        assert sorted(servers(fleet)) == sorted(expected), servers(fleet)
-        assert all(status == "UP" for status, _, _ in servers(fleet).values()), servers(fleet)
-
-        def scraped():
-            return sorted((target["labels"]["host"], target["health"])
-                          for target in prometheus(fleet, "targets")["activeTargets"]
-                          if target["labels"]["job"] == "vllm")
-        wait_until(lambda: scraped() == [(HOST_A, "up")] * 8 + [(HOST_B, "up")] * 2, "every instance scraped", 60)
-    finally:
-        back = fleet.play()
-    assert back.rc == 0, back.stdout
-    time.sleep(2 * (SCRAPE_S + EVALUATION_S))
-    restarting = [alert for alert in prometheus(fleet, "alerts")["alerts"]
-                  if alert["labels"]["alertname"] == "VllmRestarting"]
-    assert restarting == [], restarting
 
 
 def test_the_curl_commands_as_written(fleet, tmp_path):
