@@ -209,9 +209,9 @@ def test_the_tuning_is_still_there_after_the_reboot(fleet, upgrade):
 
 
 def test_a_second_run_changes_nothing(fleet):
-    """The hosts the upgrade brought to the release, and one that was on it. The emulated aarch64 host is left out: its
-    every module takes seconds of this machine's CPU, and its second run takes the x86_64 hosts' path (the packages
-    read back as the release's, nothing planned); site.yml below runs on it after the upgrade."""
+    """The x86_64 host the upgrade brought to the release, and one that was on it. The emulated aarch64 host is left
+    out: its every module takes seconds of this machine's CPU, and its second run takes the x86_64 hosts' path (the
+    packages read back as the release's, nothing planned); site.yml below runs on it after the upgrade."""
     before = {name: boot_id(fleet[name]) for name in fleet.hosts}
     run = fleet.play("--limit", ",".join([GOOD, OLD]), playbook="playbooks/driver.yml")
     assert run.rc == 0 and run.changed() == 0, run.stdout
