@@ -80,7 +80,29 @@ def test_every_playbook_checks_python_and_the_shared_settings_first(playbook):
             "playbooks/%s: start with `ansible.builtin.import_playbook: python.yml`" % playbook)
 
 
-@pytest.mark.parametrize("playbook", ["deploy.yml", "driver.yml"])
+PHASES = sorted(path.name for path in (REPO / "playbooks/phases").glob("*.yml"))
+
+
+def imports(playbook):
+    return [entry.get("ansible.builtin.import_playbook") for entry in yaml.safe_load(
+        (REPO / "playbooks" / playbook).read_text())]
+
+
+def test_a_whole_run_checks_python_once_and_each_phase_playbook_before_its_phase():
+    """site.yml imports the Python play once, then each phase's plays (playbooks/phases/); a phase's playbook is the
+    Python play and that phase: a phase run alone is checked as a whole run is, and a whole run parses and shows
+    the Python play once, not once per phase."""
+    assert PHASES == ["deploy.yml", "driver.yml", "gateway.yml", "monitoring.yml", "preflight.yml"]
+    site = imports("site.yml")
+    assert site.count("python.yml") == 1 and site[0] == "python.yml", site
+    assert [name for name in site if name.startswith("phases/")] == [
+        "phases/%s.yml" % phase for phase in ("driver", "preflight", "deploy", "gateway", "monitoring")]
+    for phase in PHASES:
+        assert imports(phase) == ["python.yml", "phases/%s" % phase], phase
+        assert set(imports("phases/%s" % phase)) == {None}, "playbooks/phases/%s imports a playbook" % phase
+
+
+@pytest.mark.parametrize("playbook", ["phases/deploy.yml", "phases/driver.yml"])
 def test_play_keywords_repeat_the_fleet_defaults_exactly(playbook):
     """serial and max_fail_percentage are read before any role loads, so a batched play carries the defaults too."""
     (play,) = [play for play in yaml.safe_load((REPO / "playbooks" / playbook).read_text()) if "serial" in play]
@@ -111,7 +133,7 @@ def blocks(tasks):
             yield from blocks(task["block"])
 
 
-@pytest.mark.parametrize("playbook", ["deploy.yml", "driver.yml", "teardown.yml", "host_tuning.yml"])
+@pytest.mark.parametrize("playbook", ["phases/deploy.yml", "phases/driver.yml", "teardown.yml", "host_tuning.yml"])
 def test_a_host_that_fails_is_one_max_fail_percentage_counts(playbook):
     """Each play that holds the hosts' lock lets it go in a rescue that fails the host again, and after the block
     on success. An `always:` section would leave a failed host a task to run, which max_fail_percentage does not
