@@ -92,11 +92,12 @@ def running_test_is_marked_docker():
     return _RUNNING["docker"]
 
 
-# The longest scopes, longest first (as measured by a CI run's durations: the pair's modules about 15 minutes, the
-# gateway fleet's 13, the driver fleet's 8, the single host's 6). The driver fleet has an aarch64 (Kunpeng) host: it
-# needs the twin's aarch64 images, which `scripts/dev test` builds while the first scopes run (tests/twin/
-# lifecycle.py, `build`); its fleet waits for the build if need be.
-LONGEST_SCOPES = ("pair", "tests/integration/test_gateway_fleet.py", "single", "tests/integration/test_driver_fleet.py")
+# The longest scopes, longest first (as measured by a CI run's durations, three workers: the gateway fleet's module
+# about 27 minutes, the pair's modules 21, the single host's 13, the driver fleet's 9). The driver fleet comes after
+# the single host's: it has an aarch64 (Kunpeng) host, which needs the twin's aarch64 images, which `scripts/dev
+# test` builds while the first scopes run (tests/twin/lifecycle.py, `build`); its fleet waits for the build if need
+# be.
+LONGEST_SCOPES = ("tests/integration/test_gateway_fleet.py", "pair", "single", "tests/integration/test_driver_fleet.py")
 
 
 def run_order(module):
