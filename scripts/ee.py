@@ -9,7 +9,8 @@ root "ee"). ansible-builder's Containerfile takes the base and its package manag
 (EE_BASE_IMAGE, PKGMGR, PYCMD, PYPKG), so one definition serves both bases.
 
 An image is tagged with a hash of everything it is built from (the base image's id, the definition, the build
-arguments, the collection's file checksums): a second build of the same inputs reuses it and builds nothing.
+arguments, the collection's file checksums): a second build of the same inputs reuses it and builds nothing. One
+build at a time per checkout (a lock in build/): a second one started meanwhile waits, then finds the image built.
 
 Usage (as root, Docker running; scripts/dev ee runs it):
   .venv/bin/python scripts/ee.py                  the Debian base, made here (what the tests run)
@@ -22,6 +23,8 @@ The last line printed is the image, ascend-fleet-ee:<version>-<inputs hash>, als
 a new build untags the images built before from other inputs.
 """
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -34,6 +37,7 @@ import tempfile
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DEFINITION = REPO / "execution-environment.yml"
 BUILD = REPO / "build"
+LOCK = BUILD / "ee.lock"
 REPOSITORY = "ascend-fleet-ee"
 DEBIAN = "debian"  # --base's default: the root made here
 UBI = "ubi"  # --base ubi: the definition's own base
@@ -148,6 +152,16 @@ def remove_older(tag):
             print("ee: %s is kept: %s" % (name, str(error).splitlines()[-1]), flush=True)
 
 
+@contextlib.contextmanager
+def one_build_at_a_time():
+    """Held while a build runs: a second one (scripts/dev test builds in the background while the tests that run jobs
+    in the image may build it too) waits for the first, then finds its image, rather than building it again beside
+    it."""
+    with open(str(LOCK), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # let go as the file closes, however the build ends
+        yield
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default=DEBIAN, help="debian (made here, the default), ubi (the definition's "
@@ -164,7 +178,8 @@ def main(argv=None):
         parser.error("--build-arg is for a base of your own (--base IMAGE): the %s base has its own" % args.base)
     BUILD.mkdir(exist_ok=True)
     try:
-        print(build(args.base, own_args))
+        with one_build_at_a_time():
+            print(build(args.base, own_args))
     except BuildError as error:
         sys.exit("scripts/ee.py: %s" % error)
 

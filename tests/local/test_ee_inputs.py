@@ -2,10 +2,12 @@
 build nothing the second time and any changed input builds anew: the base, the build arguments, the definition, and
 the collection's files as its MANIFEST.json and FILES.json list them (not the tarball's bytes, which carry each
 build's timestamps). No Docker here: a base that is no local image is hashed by its name."""
+import fcntl
 import importlib.util
 import io
 import json
 import tarfile
+import threading
 import time
 
 import pytest
@@ -58,3 +60,21 @@ def test_a_changed_file_base_argument_or_definition_changes_the_name(ee, tmp_pat
     definition.write_text(ee.DEFINITION.read_text() + "# changed\n")
     monkeypatch.setattr(ee, "DEFINITION", definition)
     assert ee.inputs_hash(BASE, ARGS, tarball) != name
+
+
+def test_a_build_started_during_another_waits_for_it_then_builds_nothing_more(ee, tmp_path, monkeypatch, capsys):
+    """scripts/dev test builds the EE in the background while the tests build it as the README says: the second
+    waits for the first to let go of the lock, then asks for the image (which the first built)."""
+    monkeypatch.setattr(ee, "BUILD", tmp_path)
+    monkeypatch.setattr(ee, "LOCK", tmp_path / "ee.lock")
+    builds = []
+    monkeypatch.setattr(ee, "build", lambda base, own_args: builds.append(base) or "ascend-fleet-ee:0.1.0-built")
+    second = threading.Thread(target=ee.main, args=([],))
+    with open(str(ee.LOCK), "a") as first:
+        fcntl.flock(first, fcntl.LOCK_EX)
+        second.start()
+        time.sleep(0.5)
+        assert builds == [], "a build went on while another held the lock"
+    second.join(timeout=10)
+    assert not second.is_alive() and builds == [ee.DEBIAN]
+    assert capsys.readouterr().out.splitlines()[-1] == "ascend-fleet-ee:0.1.0-built"
